@@ -1,0 +1,1 @@
+"""Checkers: PySpark jobs from a history to the anomalies of ANOMALIES.md."""

@@ -1,0 +1,1 @@
+"""Gregor's controller: cluster backends, systems under test, the CLI."""

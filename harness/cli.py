@@ -1,0 +1,54 @@
+"""The `gregor` command.
+
+Each subcommand lives in the module that does its job; this file only wires
+them together, so that adding a command never touches another one's code.
+Every module listed here exposes ``register(subparsers)``, which adds its
+parsers and sets ``func`` on them to a callable taking the parsed args and
+returning an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness.errors import GregorError
+
+COMMAND_MODULES = (
+    "harness.lab_cli",     # lab up/status/down, kafka install, demo
+    "workloads.cli",       # run
+    "checkers.cli",        # check, export, import
+    "reports.cli",         # report
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gregor",
+        description="Fault-injection tests for Kafka-compatible systems.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except GregorError as error:
+        print(f"gregor: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gregor: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Nemeses: faults as operations, recorded in the history and always healed."""

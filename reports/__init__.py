@@ -1,0 +1,1 @@
+"""Reports: one self-contained HTML page per run, plus an index of runs."""

@@ -1,0 +1,1 @@
+"""Workloads: seeded generators and real confluent-kafka clients that record a history."""
