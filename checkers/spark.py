@@ -1,0 +1,68 @@
+"""The one place a Spark session is made, so every checker runs on the same tuning.
+
+Defaults suit this project's small machines: two local cores, few shuffle
+partitions (histories are millions of small rows, not terabytes), no web UI
+and quiet logs. A cluster is one ``--spark-master`` away; any other Spark
+setting passes through ``--spark-conf key=value``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Mapping
+
+from harness.errors import GregorError
+
+DEFAULT_MASTER = "local[2]"
+
+DEFAULT_CONF = {
+    "spark.app.name": "gregor-check",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "768m",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # Null on overflow or a bad index, as the checkers expect, not a failed job.
+    "spark.sql.ansi.enabled": "false",
+    # Arrow is not needed: the driver only ever sees counts and examples.
+    "spark.sql.execution.arrow.pyspark.enabled": "false",
+}
+
+
+def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
+    """Turns ``["k=v", ...]`` from the command line into a dict, or says which one is wrong."""
+    conf: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise GregorError(f"--spark-conf {pair!r} is not key=value (e.g. --spark-conf spark.driver.memory=2g)")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None):
+    """Returns a (possibly already running) SparkSession with Gregor's defaults.
+
+    ``master`` falls back to $GREGOR_SPARK_MASTER, then local[2]. ``conf``
+    overrides any default.
+    """
+    from pyspark.sql import SparkSession
+
+    master = master or os.environ.get("GREGOR_SPARK_MASTER") or DEFAULT_MASTER
+    if master.startswith("local"):
+        # Avoids the loopback-hostname warning and any traffic off this host.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = dict(DEFAULT_CONF)
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as error:  # Java missing, bad master URL, ...
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise GregorError(f"cannot start Spark (master {master}): {first}") from error
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
