@@ -1,0 +1,189 @@
+"""Installs Apache Kafka from Maven Central, cached per version.
+
+Maven resolves `org.apache.kafka:kafka_2.13` and its runtime dependencies
+(plus a logging binding, so that brokers write logs) into
+``~/.cache/gregor/kafka/<version>/libs``. A finished install is marked by a
+stamp file, so the second call for a version never runs Maven and works
+offline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from harness.errors import GregorError
+
+# 3.9.1 is the default: the last 3.x line (KRaft production-ready, ZooKeeper
+# still optional), the version the seed histories in HISTORY.md were taken
+# on, and it runs on the Java 17 Debian 12 ships. 4.x is one flag away.
+DEFAULT_VERSION = "3.9.1"
+
+# Every version checked to exist on Maven Central (org.apache.kafka:kafka_2.13).
+KNOWN_VERSIONS = (
+    "3.8.0", "3.8.1",
+    "3.9.0", "3.9.1", "3.9.2",
+    "4.0.0", "4.0.1", "4.0.2",
+    "4.1.0", "4.1.1", "4.1.2",
+    "4.2.0", "4.2.1", "4.2.2",
+    "4.3.0", "4.3.1",
+    "4.4.0",
+)
+
+STAMP = ".gregor-installed"
+
+_LOG4J1 = """\
+# Written by Gregor: every broker log line goes to stdout, which the lab
+# redirects into the node's log file.
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.clients.NetworkClient=WARN
+"""
+
+_LOG4J2 = """\
+# Written by Gregor: every broker log line goes to stdout, which the lab
+# redirects into the node's log file.
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+
+@dataclass(frozen=True)
+class KafkaInstall:
+    """Where one installed version lives."""
+
+    version: str
+    home: Path
+
+    @property
+    def libs(self) -> Path:
+        return self.home / "libs"
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs / "*")
+
+    @property
+    def log4j_config(self) -> Path:
+        return self.home / ("log4j2.properties" if self.is_4x else "log4j.properties")
+
+    @property
+    def is_4x(self) -> bool:
+        return int(self.version.split(".")[0]) >= 4
+
+    def log4j_jvm_flag(self) -> str:
+        if self.is_4x:
+            return f"-Dlog4j2.configurationFile={self.log4j_config}"
+        return f"-Dlog4j.configuration=file:{self.log4j_config}"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gregor" / "kafka"
+
+
+def check_version(version: str) -> str:
+    if version not in KNOWN_VERSIONS:
+        raise GregorError(
+            f"unknown Kafka version {version!r}; known versions: {', '.join(KNOWN_VERSIONS)}"
+        )
+    return version
+
+
+def installed(version: str) -> KafkaInstall | None:
+    """The install of `version` if it is complete, else None (no network)."""
+    home = cache_root() / version
+    if (home / STAMP).is_file():
+        return KafkaInstall(version, home)
+    return None
+
+
+def require_installed(version: str) -> KafkaInstall:
+    check_version(version)
+    found = installed(version)
+    if found is None:
+        raise GregorError(
+            f"Kafka {version} is not installed; run: gregor kafka install --version {version}"
+        )
+    return found
+
+
+def _pom(version: str) -> str:
+    """A throwaway pom whose only job is to name what Maven must fetch."""
+    if int(version.split(".")[0]) >= 4:
+        log4j = "2.24.3"
+        binding = f"""
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>"""
+    else:
+        binding = """
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>"""
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>gregor</groupId><artifactId>kafka-{version}</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version></dependency>{binding}
+  </dependencies>
+</project>
+"""
+
+
+def _unreachable(output: str) -> bool:
+    markers = ("Could not transfer", "UnknownHost", "Connection refused", "connect timed out",
+               "Network is unreachable", "No route to host", "Connect to ", "Read timed out")
+    return any(marker in output for marker in markers)
+
+
+def install(version: str | None = None, progress: Callable[[str], None] = print,
+            mvn: str = "mvn") -> KafkaInstall:
+    """Installs `version` (default: DEFAULT_VERSION) unless it is cached."""
+    version = check_version(version or DEFAULT_VERSION)
+    found = installed(version)
+    if found is not None:
+        progress(f"Kafka {version} already installed in {found.home}")
+        return found
+    if shutil.which(mvn) is None:
+        raise GregorError("Maven ('mvn') not found; install it: apt-get install maven")
+    home = cache_root() / version
+    work = home.with_name(f".{version}.partial")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "libs").mkdir(parents=True)
+    (work / "pom.xml").write_text(_pom(version))
+    progress(f"fetching org.apache.kafka:kafka_2.13:{version} and its runtime dependencies from Maven Central")
+    result = subprocess.run(
+        [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+         "-DincludeScope=runtime", f"-DoutputDirectory={work / 'libs'}"],
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        output = result.stdout + result.stderr
+        shutil.rmtree(work, ignore_errors=True)
+        if _unreachable(output):
+            raise GregorError(
+                "Maven Central is unreachable (Maven could not download Kafka); "
+                "check the network or proxy settings in ~/.m2/settings.xml and retry"
+            )
+        last = next((line for line in reversed(output.splitlines()) if "ERROR" in line), output.strip()[-300:])
+        raise GregorError(f"Maven failed to fetch Kafka {version}: {last.strip()}")
+    (work / "log4j.properties").write_text(_LOG4J1)
+    (work / "log4j2.properties").write_text(_LOG4J2)
+    (work / STAMP).write_text(version + "\n")
+    shutil.rmtree(home, ignore_errors=True)
+    work.rename(home)
+    jars = len(list((home / "libs").glob("*.jar")))
+    progress(f"Kafka {version} installed: {jars} jars in {home / 'libs'}")
+    return KafkaInstall(version, home)
