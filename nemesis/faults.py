@@ -1,0 +1,133 @@
+"""One fault as a pair of history operations: apply it, then heal it.
+
+Each start is an `invoke` saying what the schedule asked for, then an
+`info` completion saying what was actually done (resolved roles, nodes,
+grudges); the heal is another such pair. The ledger entry is written before
+the fault touches anything.
+"""
+
+from __future__ import annotations
+
+import random
+
+from nemesis import kill, netem, partitions, pause
+from nemesis.heal import heal_entry
+from nemesis.ledger import Ledger
+from nemesis.schedule import Step
+from nemesis.targets import Target, TargetResolver, TargetUnavailable
+
+START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem"}
+STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem"}
+
+
+class Nemesis:
+    """Applies steps to the lab and records them through ctx.record."""
+
+    def __init__(self, ctx, admin, ledger: Ledger, rng: random.Random):
+        self.ctx = ctx
+        self.lab = ctx.lab
+        self.ledger = ledger
+        self.rng = rng
+        self.resolver = TargetResolver(ctx.lab, admin, ctx, rng)
+
+    def _record(self, type_: str, f: str, value: dict, error: str | None = None) -> dict:
+        event = {"process": "nemesis", "type": type_, "f": f, "value": value}
+        if error:
+            event["error"] = error
+        return self.ctx.record(event)
+
+    def start(self, step: Step) -> dict | None:
+        """Applies one step; returns its ledger entry (to heal later), or
+        None when nothing was applied (the role did not exist)."""
+        f = START_F[step.fault]
+        self._record("invoke", f, step.intent())
+        entry = None
+        try:
+            target = self.resolver.resolve(step.target, need_netns=(step.fault == "partition"))
+            entry, value = getattr(self, "_" + step.fault)(step, target)
+        except TargetUnavailable as why:
+            self._record("info", f, {"skipped": str(why), "target": step.target})
+            return None
+        except Exception as error:
+            # partly applied: the entry is in the ledger and gets healed
+            self._record("info", f, {"failed": str(error), "target": step.target},
+                         error=type(error).__name__)
+            return entry
+        self._record("info", f, value)
+        return entry
+
+    def stop(self, entry: dict) -> dict:
+        """Heals one applied fault and records it."""
+        f = STOP_F[entry["fault"]]
+        self._record("invoke", f, {"nodes": entry.get("nodes", []), "role": entry.get("role")})
+        try:
+            value = heal_entry(self.lab, entry)
+        except Exception as error:
+            self._record("info", f, {"failed": str(error)}, error=type(error).__name__)
+            raise
+        self.ledger.remove(entry["id"])
+        self._record("info", f, value)
+        return value
+
+    # --- one method per fault: ledger first, then the fault ----------------
+
+    def _partition(self, step: Step, target: Target):
+        names = [n.name for n in self.lab.nodes]
+        shape = step.shape or "isolate"
+        if shape.startswith("client"):
+            client = target.clients[0]
+            ips = partitions.namespace_ips(client.netns)
+            if not ips:
+                raise TargetUnavailable(f"client namespace {client.netns!r} has no address")
+            both = shape == "client"
+            entry = self.ledger.add({"fault": "partition", "nodes": names, "role": target.role})
+            partitions.cut_client(self.lab, ips, names, both_ways=both)
+            value = dict(target.value(), shape=shape, client_ips=ips, cut_from=names,
+                         direction="both" if both else "client->nodes")
+            return entry, value
+        part = self._shape(shape, names, target)
+        entry = self.ledger.add({"fault": "partition", "nodes": part.nodes(), "role": target.role})
+        partitions.apply_grudge(self.lab, part.grudge)
+        return entry, dict(part.value(), role=target.role)
+
+    def _shape(self, shape: str, names: list[str], target: Target) -> partitions.Partition:
+        if shape == "isolate":
+            return partitions.isolate(names, target.nodes[0])
+        if shape in ("one-way-in", "one-way-out"):
+            victim = target.nodes[0]
+            others = [n for n in names if n != victim]
+            if shape == "one-way-in":   # the victim hears nobody, is heard by all
+                return partitions.one_way(names, others, [victim])
+            return partitions.one_way(names, [victim], others)
+        if shape == "majority-minority":
+            chosen = list(target.nodes)
+            minority = chosen if 2 * len(chosen) < len(names) else [n for n in names if n not in chosen]
+            return partitions.majority_minority(names, minority)
+        if shape == "halves":
+            return partitions.random_halves(names, self.rng)
+        if shape == "bridge":
+            return partitions.bridge(names, self.rng)
+        if shape == "ring":
+            return partitions.majorities_ring(names, self.rng)
+        raise ValueError(f"unknown partition shape {shape!r}")
+
+    def _pause(self, step: Step, target: Target):
+        idents = [i for i in (pause.identity(c.pid) for c in target.clients) if i]
+        if target.clients and not idents:
+            raise TargetUnavailable("the client process exited before it could be paused")
+        entry = self.ledger.add({"fault": "pause", "nodes": list(target.nodes),
+                                 "clients": idents, "role": target.role})
+        value = dict(target.value(), paused=pause.pause_nodes(self.lab, target.nodes))
+        if idents:
+            value["paused_clients"] = [i["pid"] for i in idents if pause.pause_client(i)]
+        return entry, value
+
+    def _kill(self, step: Step, target: Target):
+        entry = self.ledger.add({"fault": "kill", "nodes": list(target.nodes), "role": target.role})
+        return entry, dict(target.value(), killed=kill.kill_nodes(self.lab, target.nodes))
+
+    def _netem(self, step: Step, target: Target):
+        profile = netem.PROFILES[step.profile or "delay"]
+        entry = self.ledger.add({"fault": "netem", "nodes": list(target.nodes), "role": target.role})
+        netem.apply(self.lab, target.nodes, profile)
+        return entry, dict(target.value(), **profile.value())

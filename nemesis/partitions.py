@@ -1,0 +1,194 @@
+"""Network partitions as grudges: who drops whose packets.
+
+A grudge maps a node to the nodes whose packets it drops on arrival. It is
+plain data, so every shape can be built and checked without a cluster, and
+one function turns any grudge into iptables rules on the real nodes. Cuts
+between clients and nodes use the same idea with the client's address.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from dataclasses import dataclass
+
+from harness.errors import GregorError
+
+Grudge = dict[str, frozenset[str]]
+
+SHAPES = ("halves", "majority-minority", "isolate", "bridge", "ring", "one-way")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A shape with its grudge and the history value that describes it."""
+
+    shape: str
+    grudge: Grudge
+    components: tuple[tuple[str, ...], ...] | None = None
+
+    def value(self) -> dict:
+        """What the history says was done: components where the cut is
+        complete, else the grudge itself (who drops packets from whom)."""
+        out: dict = {"shape": self.shape}
+        if self.components is not None:
+            out["isolated"] = [list(c) for c in self.components]
+        out["grudge"] = {n: sorted(src) for n, src in sorted(self.grudge.items()) if src}
+        return out
+
+    def nodes(self) -> list[str]:
+        """Every node that carries a rule (those whose chains need healing)."""
+        return sorted(n for n, src in self.grudge.items() if src)
+
+
+def complete_grudge(components) -> Grudge:
+    """Each node drops packets from every node outside its own component."""
+    everyone = {n for c in components for n in c}
+    grudge: Grudge = {}
+    for component in components:
+        outside = frozenset(everyone - set(component))
+        for node in component:
+            grudge[node] = outside
+    return grudge
+
+
+def _complete(shape: str, components) -> Partition:
+    components = tuple(tuple(sorted(c)) for c in components)
+    return Partition(shape, complete_grudge(components), components)
+
+
+def random_halves(nodes, rng: random.Random) -> Partition:
+    """Shuffled nodes cut into two halves (the smaller half first)."""
+    _need(nodes, 2)
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    cut = len(shuffled) // 2
+    return _complete("halves", [shuffled[:cut], shuffled[cut:]])
+
+
+def majority_minority(nodes, minority) -> Partition:
+    """The given minority cut off from the rest, which is a majority."""
+    minority = list(minority)
+    rest = [n for n in nodes if n not in minority]
+    if not minority or len(minority) >= len(rest):
+        raise GregorError(
+            f"a minority must be fewer than half of {len(nodes)} nodes, got {minority}")
+    return _complete("majority-minority", [minority, rest])
+
+
+def isolate(nodes, node) -> Partition:
+    """One node alone, the others still together."""
+    if node not in nodes:
+        raise GregorError(f"cannot isolate {node}: not one of {list(nodes)}")
+    return _complete("isolate", [[node], [n for n in nodes if n != node]])
+
+
+def bridge(nodes, rng: random.Random) -> Partition:
+    """Two halves that cannot see each other but both see one bridge node.
+
+    The bridge forms a majority with either half, so both halves can elect
+    through it while they cannot hear each other.
+    """
+    _need(nodes, 3)
+    shuffled = list(nodes)
+    rng.shuffle(shuffled)
+    middle = shuffled[0]
+    rest = shuffled[1:]
+    cut = len(rest) // 2
+    left, right = set(rest[:cut]), set(rest[cut:])
+    grudge: Grudge = {middle: frozenset()}
+    for node in left:
+        grudge[node] = frozenset(right)
+    for node in right:
+        grudge[node] = frozenset(left)
+    return Partition("bridge", grudge)
+
+
+def majorities_ring(nodes, rng: random.Random) -> Partition:
+    """Each node sees a majority: itself and the next nodes of a shuffled ring.
+
+    No two nodes see the same majority, so every node believes it is in the
+    majority while the views disagree; with three nodes each one hears only
+    its successor (a one-way cycle).
+    """
+    _need(nodes, 3)
+    ring = list(nodes)
+    rng.shuffle(ring)
+    size = len(ring) // 2 + 1
+    grudge: Grudge = {}
+    for i, node in enumerate(ring):
+        visible = {ring[(i + k) % len(ring)] for k in range(size)}
+        grudge[node] = frozenset(set(ring) - visible)
+    return Partition("ring", grudge)
+
+
+def one_way(nodes, sources, targets) -> Partition:
+    """Packets from sources to targets are dropped; the reverse still flows.
+
+    One link (one source, one target), or one node that can talk but not
+    listen (targets = the others), or one that listens but is not heard.
+    """
+    sources, targets = sorted(set(sources)), sorted(set(targets))
+    for node in sources + targets:
+        if node not in nodes:
+            raise GregorError(f"cannot cut {sources}->{targets}: {node} is not one of {list(nodes)}")
+    if not sources or not targets or set(sources) & set(targets):
+        raise GregorError(f"a one-way cut needs two disjoint, non-empty node sets, got {sources} and {targets}")
+    grudge: Grudge = {n: frozenset() for n in nodes}
+    for node in targets:
+        grudge[node] = frozenset(sources)
+    return Partition("one-way", grudge)
+
+
+def can_reach(partition: Partition, source: str, target: str) -> bool:
+    """Whether packets from source arrive at target under this partition."""
+    return source not in partition.grudge.get(target, frozenset())
+
+
+def _need(nodes, count: int) -> None:
+    if len(nodes) < count:
+        raise GregorError(f"this partition shape needs at least {count} nodes, the lab has {len(nodes)}")
+
+
+# --- applying to the real lab ----------------------------------------------
+
+def apply_grudge(lab, grudge: Grudge) -> None:
+    """Installs DROP rules: each node drops packets from its grudge's nodes."""
+    for name, sources in sorted(grudge.items()):
+        if sources:
+            ips = [lab.node(s).ip for s in sorted(sources)]
+            lab.node(name).drop_from(ips)
+
+
+def namespace_ips(netns: str) -> list[str]:
+    """IPv4 addresses of a client's namespace, loopback excluded.
+
+    Found from the namespace itself, so a client cut hits the address its
+    packets really carry.
+    """
+    try:
+        out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
+        raise GregorError(f"cannot read the addresses of client namespace {netns!r}: {error}") from error
+    ips = []
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            ip = fields[fields.index("inet") + 1].split("/")[0]
+            if not ip.startswith("127."):
+                ips.append(ip)
+    return ips
+
+
+def cut_client(lab, client_ips, node_names, both_ways: bool = True) -> None:
+    """Nodes drop packets from the client (and, both ways, to it too).
+
+    One way only means requests vanish while the client still hears the
+    cluster, the shape of a client behind a half-broken link.
+    """
+    for name in node_names:
+        node = lab.node(name)
+        node.drop_from(list(client_ips))
+        if both_ways:
+            node.drop_to(list(client_ips))

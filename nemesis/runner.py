@@ -1,0 +1,156 @@
+"""The nemesis of one run: a background thread that follows the seeded plan.
+
+`gregor run` starts it before the main phase and calls stop() from its
+`finally`; stop() heals every fault still in force and records the heals.
+SIGTERM is turned into SystemExit so that `finally` runs for it too (Ctrl-C
+already raises KeyboardInterrupt); a crash is covered by the ledger.
+"""
+
+from __future__ import annotations
+
+import atexit
+import random
+import signal
+import threading
+from collections import Counter
+
+from harness.errors import GregorError
+from nemesis.faults import Nemesis
+from nemesis.ledger import Ledger
+from nemesis.schedule import FAULTS, Step, plan
+from nemesis.targets import parse_target
+
+
+class NemesisRunner:
+    def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
+                 admin=None, progress=None):
+        from nemesis.schedule import DEFAULT_TARGETS
+
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise GregorError(f"unknown nemesis fault {unknown[0]!r}; use {', '.join(FAULTS)}")
+        if interval_s <= 0:
+            raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
+        self.ctx = ctx
+        self.faults = list(faults)
+        self.interval_s = float(interval_s)
+        self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
+        self.seed = seed
+        self.progress = progress or (lambda message: None)
+        self._admin = admin
+        self._nemesis: Nemesis | None = None
+        self._ledger = Ledger.for_lab(ctx.lab.name)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()   # one apply or heal at a time
+        self._active: dict[str, dict] = {}
+        self._thread: threading.Thread | None = None
+        self._old_sigterm = None
+        self._stopped = False
+        self._log: list[dict] = []
+        self._counts: Counter = Counter()
+        self._plan = plan(self.faults, self.targets, seed, self.interval_s) if self.faults else iter(())
+
+    # --- the contract ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Starts the schedule in a background thread (nothing for `none`)."""
+        if not self.faults or self._thread:
+            return
+        self._install_sigterm()
+        atexit.register(self.stop)
+        self._thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the schedule and heals every fault in force. Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(60.0, self.interval_s))
+        with self._lock:
+            self._stopped = True
+            for entry in list(self._active.values()):
+                self._heal(entry)
+        self._restore_sigterm()
+        atexit.unregister(self.stop)
+
+    def schedule_summary(self) -> dict:
+        """For test.json: the parameters and what was done (the history has
+        the details)."""
+        return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
+                "seed": self.seed, "counts": dict(self._counts), "ops": list(self._log)}
+
+    # --- the thread -------------------------------------------------------------
+
+    def _loop(self) -> None:
+        for step in self._plan:
+            if self._stop.wait(step.quiet_s):
+                return
+            entry = self._start(step)
+            self._stop.wait(step.hold_s)
+            if entry is not None:
+                with self._lock:
+                    if entry["id"] in self._active:
+                        self._heal(entry)
+            if self._stop.is_set():
+                return
+
+    def _start(self, step: Step) -> dict | None:
+        with self._lock:
+            if self._stopped or self._stop.is_set():
+                return None
+            try:
+                entry = self.nemesis().start(step)
+            except Exception as error:  # never let one fault end the schedule
+                self.progress(f"nemesis: {step.fault} on {step.target} failed: {error}")
+                self._counts["errors"] += 1
+                return None
+            if entry is None:
+                self._counts["skipped"] += 1
+                return None
+            self._active[entry["id"]] = entry
+            self._counts[step.fault] += 1
+            self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
+                              "role": entry.get("role"), "nodes": entry.get("nodes", [])})
+            self.progress(f"nemesis: {step.fault} {entry.get('role')} {entry.get('nodes', [])}")
+            return entry
+
+    def _heal(self, entry: dict) -> None:
+        """Caller holds the lock."""
+        try:
+            self.nemesis().stop(entry)
+        except Exception as error:
+            self.progress(f"nemesis: heal of {entry} failed ({error}); healing the whole lab")
+            self.ctx.lab.heal_all()
+            self._ledger.remove(entry["id"])
+        self._active.pop(entry["id"], None)
+
+    # --- helpers ------------------------------------------------------------------
+
+    def nemesis(self) -> Nemesis:
+        if self._nemesis is None:
+            admin = self._admin
+            if admin is None:
+                from harness.kafka_admin import KafkaAdmin
+
+                admin = KafkaAdmin(self.ctx.lab.bootstrap_servers)
+            self._nemesis = Nemesis(self.ctx, admin, self._ledger,
+                                    random.Random(f"nemesis-targets:{self.seed}"))
+        return self._nemesis
+
+    def _now(self):
+        now = getattr(self.ctx, "now_ns", None)
+        return now() if now else None
+
+    def _install_sigterm(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def terminate(signum, frame):
+            raise SystemExit(128 + signum)
+
+        self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
+
+    def _restore_sigterm(self) -> None:
+        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None

@@ -1,0 +1,106 @@
+"""The seeded plan of faults: what to break next, whom, and for how long.
+
+A plan is an endless, reproducible sequence of steps computed from the seed
+alone; the runner turns each step into real faults. Each step is a quiet
+period, then a fault held for a while, then its heal, so the system gets
+time to recover between faults (and the checker sees both states).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterator
+
+from harness.errors import GregorError
+from nemesis import netem
+from nemesis.targets import parse_target
+
+FAULTS = ("partition", "pause", "kill", "netem")
+DEFAULT_TARGETS = ("one", "leader", "controller", "coordinator", "minority", "majority", "all", "client")
+
+# Faults that act on a node's network or process; a client target only
+# makes sense for partitions (its namespace) and pauses (its pid).
+CLIENT_FAULTS = ("partition", "pause")
+
+
+@dataclass(frozen=True)
+class Step:
+    fault: str
+    target: str
+    quiet_s: float
+    hold_s: float
+    shape: str | None = None      # partition shape
+    profile: str | None = None    # netem profile name
+
+    def intent(self) -> dict:
+        """What the invoke says the nemesis is about to do."""
+        out = {"target": self.target}
+        if self.shape:
+            out["shape"] = self.shape
+        if self.profile:
+            out["profile"] = self.profile
+        return out
+
+
+def parse_faults(text: str) -> list[str]:
+    """'partition,kill' -> ['partition', 'kill']; 'none' -> []."""
+    names = [t.strip() for t in str(text).split(",") if t.strip()]
+    if names == ["none"] or not names:
+        return []
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise GregorError(f"unknown nemesis fault {unknown[0]!r}; use none or a comma list of {', '.join(FAULTS)}")
+    return list(dict.fromkeys(names))
+
+
+def parse_targets(text: str) -> list[str]:
+    """'leader,one' -> ['leader', 'one'], each checked."""
+    names = [t for t in str(text).split(",") if t.strip()]
+    if not names:
+        raise GregorError("--nemesis-targets is empty; name at least one of " + ", ".join(DEFAULT_TARGETS))
+    return list(dict.fromkeys(parse_target(t) for t in names))
+
+
+def applies(fault: str, target: str) -> bool:
+    return fault in CLIENT_FAULTS or not target.startswith("client")
+
+
+def partition_shape(target: str, rng: random.Random) -> str:
+    """The cut that fits a target: one node is isolated or cut one way;
+    a minority/majority target splits the cluster; 'all' gets the complex
+    shapes (halves, bridge, ring); a client is cut from every node."""
+    kind = target.split(":")[0]
+    if kind == "client":
+        return rng.choice(["client", "client-one-way"])
+    if kind in ("minority", "majority"):
+        return "majority-minority"
+    if kind == "all":
+        return rng.choice(["halves", "bridge", "ring"])
+    return rng.choice(["isolate", "one-way-in", "one-way-out"])
+
+
+def plan(faults, targets, seed: int, interval_s: float) -> Iterator[Step]:
+    """Yields steps forever; the same arguments give the same steps."""
+    if interval_s <= 0:
+        raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
+    rng = random.Random(f"nemesis-plan:{seed}")
+    faults = list(faults)
+    if not faults:
+        return
+    pairs = [(f, t) for f in faults for t in targets if applies(f, t)]
+    if not pairs:
+        raise GregorError(f"no nemesis target in {list(targets)} fits faults {faults}; "
+                          "client targets need partition or pause")
+    while True:
+        fault = rng.choice(faults)
+        choices = [t for f, t in pairs if f == fault]
+        if not choices:  # e.g. kill with only client targets: pick another fault
+            continue
+        target = rng.choice(choices)
+        shape = partition_shape(target, rng) if fault == "partition" else None
+        profile = netem.pick_profile(rng) if fault == "netem" else None
+        yield Step(fault, target,
+                   quiet_s=round(interval_s * rng.uniform(0.5, 1.5), 3),
+                   hold_s=round(interval_s * rng.uniform(0.5, 1.5), 3),
+                   shape=shape, profile=profile)

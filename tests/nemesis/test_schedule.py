@@ -1,0 +1,80 @@
+"""The seeded plan and the option syntax."""
+
+import argparse
+import itertools
+
+import pytest
+
+from harness.errors import GregorError
+from nemesis.options import add_nemesis_arguments
+from nemesis.schedule import parse_faults, parse_targets, plan
+
+
+def take(n, **kw):
+    return list(itertools.islice(plan(**kw), n))
+
+
+def test_same_seed_same_plan_other_seed_other_plan():
+    kw = dict(faults=["partition", "pause", "kill", "netem"], targets=["one", "leader", "client"], interval_s=5)
+    assert take(30, seed=1, **kw) == take(30, seed=1, **kw)
+    assert take(30, seed=1, **kw) != take(30, seed=2, **kw)
+
+
+def test_plan_uses_every_fault_and_keeps_client_targets_to_partitions_and_pauses():
+    steps = take(300, faults=["partition", "pause", "kill", "netem"], targets=["one", "client"],
+                 seed=3, interval_s=2)
+    assert {s.fault for s in steps} == {"partition", "pause", "kill", "netem"}
+    assert {s.fault for s in steps if s.target == "client"} == {"partition", "pause"}
+    assert all(s.profile for s in steps if s.fault == "netem")
+    assert all(1.0 <= s.quiet_s <= 3.0 and 1.0 <= s.hold_s <= 3.0 for s in steps)
+
+
+def test_partition_shapes_follow_the_target():
+    steps = take(400, faults=["partition"], targets=["one", "minority", "all", "client"], seed=5, interval_s=1)
+    shapes = {(s.target, s.shape) for s in steps}
+    assert {sh for t, sh in shapes if t == "one"} == {"isolate", "one-way-in", "one-way-out"}
+    assert {sh for t, sh in shapes if t == "minority"} == {"majority-minority"}
+    assert {sh for t, sh in shapes if t == "all"} == {"halves", "bridge", "ring"}
+    assert {sh for t, sh in shapes if t == "client"} == {"client", "client-one-way"}
+
+
+def test_none_means_no_faults_and_unknown_names_are_rejected():
+    assert parse_faults("none") == []
+    assert parse_faults("kill, partition,kill") == ["kill", "partition"]
+    with pytest.raises(GregorError, match="unknown nemesis fault 'crash'"):
+        parse_faults("kill,crash")
+    with pytest.raises(GregorError, match="unknown nemesis target 'leaderr'"):
+        parse_targets("leaderr")
+    with pytest.raises(GregorError, match="leader:3"):
+        parse_targets("leader:x")
+    assert parse_targets("leader:3,txn:t-1,group:g,node:n2,client:zombie") == [
+        "leader:3", "txn:t-1", "group:g", "node:n2", "client:zombie"]
+
+
+def test_kill_with_only_client_targets_is_refused():
+    with pytest.raises(GregorError, match="client targets need partition or pause"):
+        take(1, faults=["kill"], targets=["client"], seed=0, interval_s=1)
+
+
+def parser():
+    p = argparse.ArgumentParser()
+    add_nemesis_arguments(p)
+    return p
+
+
+def test_options_parse_into_runner_arguments():
+    args = parser().parse_args(["--nemesis", "partition,pause,kill", "--nemesis-interval", "2.5",
+                                "--nemesis-targets", "leader,controller"])
+    assert (args.nemesis, args.nemesis_interval, args.nemesis_targets) == (
+        ["partition", "pause", "kill"], 2.5, ["leader", "controller"])
+    defaults = parser().parse_args([])
+    assert defaults.nemesis == [] and defaults.nemesis_interval == 10.0 and "leader" in defaults.nemesis_targets
+
+
+@pytest.mark.parametrize("argv", [["--nemesis", "explode"], ["--nemesis-interval", "0"],
+                                  ["--nemesis-targets", "leader:k"]])
+def test_bad_options_exit_with_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(argv)
+    assert exit_.value.code == 2
+    assert "nemesis" in capsys.readouterr().err

@@ -1,0 +1,177 @@
+"""Target resolution and fault recording, with a stand-in cluster.
+
+Unit tests of targets.py and faults.py only: the admin answers and node
+calls are scripted so the logic (which role, which node, ledger before
+fault, invoke then info) can be checked exactly. The real thing is in
+test_lab_faults.py.
+"""
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from harness.errors import GregorError
+from nemesis.faults import Nemesis
+from nemesis.heal import heal_entry
+from nemesis.ledger import Ledger
+from nemesis.schedule import Step
+from nemesis.targets import TargetResolver, TargetUnavailable
+
+
+@dataclass(frozen=True)
+class Client:
+    process: int
+    pid: int
+    role: str
+    txn_id: str | None = None
+    group: str | None = None
+    netns: str | None = None
+
+
+class ScriptedAdmin:
+    def __init__(self):
+        self.leaders = {("t0", 0): 2, ("t0", 1): 3}
+
+    def leader(self, topic, partition):
+        return self.leaders[(topic, partition)]
+
+    def controller(self):
+        return 1
+
+    def txn_coordinator(self, txn_id):
+        return {"tx-a": 3}.get(txn_id, 2)
+
+    def group_coordinator(self, group):
+        return 1
+
+
+class RecordingNode:
+    def __init__(self, name, broker_id, log, ledger):
+        self.name, self.broker_id, self.ip = name, broker_id, f"10.9.0.{10 + broker_id}"
+        self._log, self._ledger, self._state = log, ledger, "running"
+
+    def _call(self, what, *args):
+        self._log.append((what, self.name, *args, len(self._ledger.entries())))
+
+    def drop_from(self, ips): self._call("drop_from", tuple(ips))
+    def drop_to(self, ips): self._call("drop_to", tuple(ips))
+    def heal_network(self): self._call("heal_network")
+    def kill(self): self._call("kill"); self._state = "dead"
+    def start(self): self._call("start"); self._state = "running"
+    def pause(self): self._call("pause"); self._state = "paused"
+    def resume(self): self._call("resume"); self._state = "running"
+    def state(self): return self._state
+    def netem(self, spec): self._call("netem", spec)
+    def clear_netem(self): self._call("clear_netem")
+
+
+class Ctx:
+    def __init__(self, lab, clients=()):
+        self.lab, self.events, self._clients = lab, [], list(clients)
+        self.test = {"keys": {"0": ["t0", 0], "1": ["t0", 1]}}
+
+    def record(self, event):
+        event = dict(event, index=len(self.events), time=len(self.events))
+        self.events.append(event)
+        return event
+
+    def clients(self): return self._clients
+    def txn_ids(self): return ["tx-a"]
+    def group_ids(self): return []
+
+
+class Lab:
+    name = "unit"
+
+    def __init__(self, ledger):
+        self.log = []
+        self.nodes = [RecordingNode(f"n{i}", i, self.log, ledger) for i in (1, 2, 3)]
+
+    def node(self, name): return next(n for n in self.nodes if n.name == name)
+    def node_for_broker(self, broker_id): return self.nodes[broker_id - 1]
+    def heal_all(self): self.log.append(("heal_all",))
+
+
+@pytest.fixture
+def world(tmp_path):
+    ledger = Ledger(tmp_path / "faults.json")
+    lab = Lab(ledger)
+    ctx = Ctx(lab, [Client(1, 4242, "txn", txn_id="tx-b", group="g1")])
+    return lab, ctx, ledger
+
+
+def resolver(world, seed=0):
+    lab, ctx, _ = world
+    return TargetResolver(lab, ScriptedAdmin(), ctx, random.Random(seed))
+
+
+def test_roles_come_from_the_admin_answers(world):
+    r = resolver(world)
+    assert r.resolve("leader:0").nodes == ("n2",)
+    assert r.resolve("leader:1").nodes == ("n3",) and r.resolve("leader:1").role == "leader:1"
+    assert r.resolve("controller").nodes == ("n1",)
+    assert r.resolve("txn:tx-a").nodes == ("n3",)
+    assert r.resolve("group:g1").role == "group-coordinator:g1"
+    coordinators = {r.resolve("coordinator").role for _ in range(40)}
+    assert coordinators == {"txn-coordinator:tx-a", "txn-coordinator:tx-b", "group-coordinator:g1"}
+
+
+def test_group_sizes_and_unknown_names(world):
+    r = resolver(world)
+    assert len(r.resolve("minority").nodes) == 1
+    assert len(r.resolve("majority").nodes) == 2
+    assert r.resolve("all").nodes == ("n1", "n2", "n3")
+    with pytest.raises(GregorError, match="key 7 is not in the run's key map"):
+        r.resolve("leader:7")
+    with pytest.raises(GregorError, match="no node 'n9'"):
+        r.resolve("node:n9")
+
+
+def test_missing_roles_are_unavailable_not_guessed(world):
+    r = resolver(world)
+    r.admin.leaders[("t0", 0)] = -1      # election in progress
+    with pytest.raises(TargetUnavailable, match="no leader of key 0"):
+        r.resolve("leader:0")
+    with pytest.raises(TargetUnavailable, match="namespace of its own"):
+        r.resolve("client", need_netns=True)
+
+
+def test_kill_writes_the_ledger_before_killing_and_records_invoke_then_info(world):
+    lab, ctx, ledger = world
+    nem = Nemesis(ctx, ScriptedAdmin(), ledger, random.Random(1))
+    entry = nem.start(Step("kill", "leader:1", 1, 1))
+    assert lab.log == [("kill", "n3", 1)]            # one ledger entry when kill ran
+    assert [(e["type"], e["f"]) for e in ctx.events] == [("invoke", "kill"), ("info", "kill")]
+    assert ctx.events[1]["value"]["killed"] == ["n3"] and ctx.events[1]["value"]["role"] == "leader:1"
+    nem.stop(entry)
+    assert lab.log[-1] == ("start", "n3", 1) and ledger.entries() == []
+    assert [(e["type"], e["f"]) for e in ctx.events[2:]] == [("invoke", "start"), ("info", "start")]
+
+
+def test_isolating_the_controller_drops_both_ways(world):
+    lab, ctx, ledger = world
+    nem = Nemesis(ctx, ScriptedAdmin(), ledger, random.Random(1))
+    entry = nem.start(Step("partition", "controller", 1, 1, shape="isolate"))
+    assert ctx.events[-1]["value"]["isolated"] == [["n1"], ["n2", "n3"]]
+    drops = sorted(c[:3] for c in lab.log)
+    assert drops == [("drop_from", "n1", ("10.9.0.12", "10.9.0.13")),
+                     ("drop_from", "n2", ("10.9.0.11",)), ("drop_from", "n3", ("10.9.0.11",))]
+    nem.stop(entry)
+    assert sorted(c[1] for c in lab.log if c[0] == "heal_network") == ["n1", "n2", "n3"]
+
+
+def test_unavailable_role_is_recorded_as_skipped(world):
+    lab, ctx, ledger = world
+    admin = ScriptedAdmin()
+    admin.leaders[("t0", 1)] = None
+    nem = Nemesis(ctx, admin, ledger, random.Random(1))
+    assert nem.start(Step("pause", "leader:1", 1, 1)) is None
+    assert ctx.events[-1]["type"] == "info" and "skipped" in ctx.events[-1]["value"]
+    assert lab.log == [] and ledger.entries() == []
+
+
+def test_heal_of_a_dead_client_pid_does_nothing(world):
+    lab, _, _ = world
+    value = heal_entry(lab, {"fault": "pause", "nodes": [], "clients": [{"pid": 2**22 + 7, "starttime": 1}]})
+    assert value == {"resumed": [], "resumed_clients": []}
