@@ -123,6 +123,47 @@ def faults_text(run: Run) -> str:
 
 # ---------------------------------------------------------------- sections
 
+def first_instance(run: Run) -> str:
+    """The worst anomaly's first instance in words, so the banner says what went wrong where."""
+    for name, anomaly in ordered_anomalies(run):
+        if anomaly.get("allowed"):
+            return ""
+        for example in anomaly.get("examples") or []:
+            if not isinstance(example, dict):
+                continue
+            what = [f"e.g. {name}:"]
+            values = example.get("values", example.get("value"))
+            if values is not None:
+                what.append(f"value {', '.join(map(str, values)) if isinstance(values, list) else values}")
+            if example.get("key") is not None:
+                where = run.key_location(example.get("key"))
+                what.append(f"of key {example.get('key')}" + (f" ({where})" if where else ""))
+            offsets = example.get("offsets", example.get("offset"))
+            if offsets is not None:
+                what.append(f"at offset {', '.join(map(str, offsets)) if isinstance(offsets, list) else offsets}")
+            faults = example.get("nemesis")
+            what.append(f"while {', '.join(map(str, faults))} was active" if faults else "with no fault active")
+            return f'<div class="first"><a href="#anomaly-{esc(name)}">{esc(" ".join(what))}</a></div>'
+    return ""
+
+
+def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
+    """When each bad example's first named op completed (example `time` if given), for the time charts."""
+    marks = []
+    for name, anomaly in ordered_anomalies(run):
+        if anomaly.get("allowed"):
+            continue
+        for example in (anomaly.get("examples") or [])[:10]:
+            if not isinstance(example, dict):
+                continue
+            times = [windows.ops[o].complete_time for o in example.get("ops") or []
+                     if o in windows.ops and windows.ops[o].complete_time is not None]
+            at = example.get("time") if isinstance(example.get("time"), (int, float)) else min(times, default=None)
+            if at is not None:
+                marks.append(svg.Mark(at / 1e9, f"{name} (key {example.get('key')}, value {example.get('value', example.get('values'))})"))
+    return marks[:60]
+
+
 def banner(run: Run) -> str:
     verdict = run.verdict if run.results else "unknown"
     headline = {"valid": "VALID: no broken guarantee found",
@@ -133,7 +174,7 @@ def banner(run: Run) -> str:
     system = " ".join(str(x) for x in (run.test.get("system"), run.test.get("version")) if x)
     return (f'<header id="verdict" class="banner {verdict}" data-verdict="{verdict}">'
             f'<div class="icon">{icon}</div><div><div class="headline">{headline}</div>'
-            f'<div class="reason">{esc(verdict_reason(run))}</div>'
+            f'<div class="reason">{esc(verdict_reason(run))}</div>{first_instance(run)}'
             f'<div class="which">{esc(name)} &middot; {esc(system)} &middot; {esc(run.directory)}</div></div></header>')
 
 
@@ -245,11 +286,15 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
             ids = [o for o in example.get("ops") or [] if isinstance(o, int)]
             if not ids:
                 continue
-            picture = svg.process_timeline(windows.around(ids, TIMELINE_RADIUS), faults, set(ids))
-            if picture:
-                parts.append(f'<div class="tl"><p class="caption">Operations per process around instance {number} '
-                             f'(outlined: the ops involved; green ok, red fail, amber info; shaded: faults)</p>{picture}</div>')
-            elif windows.note:
+            clusters = windows.clusters(ids, TIMELINE_RADIUS)
+            for group in clusters:
+                named = ", ".join(str(o.op) for o in group if o.op in ids)
+                picture = svg.process_timeline(group, faults, set(ids))
+                if picture:
+                    parts.append(f'<div class="tl"><p class="caption">Instance {number}: operations per process around '
+                                 f'op {esc(named)} (outlined: the ops involved; green ok, red fail, amber info; '
+                                 f'shaded: faults)</p>{picture}</div>')
+            if not clusters and windows.note:
                 parts.append(f'<p class="note">{esc(windows.note)}</p>')
     parts.append("</section>")
     return "".join(parts)
@@ -301,12 +346,15 @@ def partitions_section(run: Run) -> str:
     return "".join(parts)
 
 
-def charts_section(run: Run, faults) -> str:
+def charts_section(run: Run, faults, marks=()) -> str:
     stats = run.results.get("stats") or {}
     series = stats.get("timeseries") or {}
     rows = [r for r in series.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("t"), (int, float))]
     parts = ['<section id="charts"><h2>Throughput and latency over time</h2>']
     parts.append(fault_legend(faults))
+    if marks:
+        parts.append('<p class="note">Red triangles with dashed lines mark when a bad anomaly\'s first op completed '
+                     '(hover for which).</p>')
     if not rows:
         parts.append('<p class="note">results.json has no stats.timeseries, so no throughput or latency charts.</p></section>')
         return "".join(parts)
@@ -332,9 +380,11 @@ def charts_section(run: Run, faults) -> str:
                 if points:
                     latency.append(svg.Series(f"{f} {kind} {field[:3]}", colour, points, dash))
         parts.append(f'<div class="chartrow" id="chart-{esc(f)}">')
-        parts.append(svg.line_chart(throughput, x_max, faults, title=f"{f}: operations per second by outcome", y_label="ops/s"))
+        parts.append(svg.line_chart(throughput, x_max, faults, title=f"{f}: operations per second by outcome", y_label="ops/s",
+                                    marks=marks))
         if latency:
-            parts.append(svg.line_chart(latency, x_max, faults, title=f"{f}: latency (solid p50, dashed p99)", y_label="ms"))
+            parts.append(svg.line_chart(latency, x_max, faults, title=f"{f}: latency (solid p50, dashed p99)", y_label="ms",
+                                        marks=marks))
         parts.append("</div>")
     parts.append(latency_table(stats))
     parts.append("</section>")
@@ -363,7 +413,7 @@ def latency_table(stats: dict) -> str:
             '<th>p99 ms</th><th>max ms</th></tr></thead><tbody>' + body + "</tbody></table>")
 
 
-def lag_section(run: Run, faults) -> str:
+def lag_section(run: Run, faults, marks=()) -> str:
     lag = (run.results.get("stats") or {}).get("lag") or {}
     rows = [r for r in lag.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("t"), (int, float))
             and isinstance(r.get("lag_ms"), (int, float))]
@@ -385,7 +435,7 @@ def lag_section(run: Run, faults) -> str:
                 worst[t] = max(worst[t], value)
         series = [svg.Series(f"max of {len(by_key)} keys", palette[0], sorted(worst.items()))]
     chart = svg.line_chart(series, x_max, faults, title="consumer real-time lag: acknowledged send to read (max per bucket)",
-                           y_label="lag ms")
+                           y_label="lag ms", marks=marks)
     return f'<section id="lag"><h2>Consumer lag</h2>{chart}</section>'
 
 
@@ -437,14 +487,15 @@ def render(run: Run) -> str:
     """The whole page as one string."""
     windows = collect(run.history_path, example_op_ids(run), radius=TIMELINE_RADIUS)
     faults = fault_windows(run)
+    marks = anomaly_marks(run, windows)
     verdict = run.verdict if run.results else "unknown"
     title = f"{verdict.upper()}: {run.test.get('name') or run.directory.name} - Gregor"
     nav = ('<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
            '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
            '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>')
     body = [banner(run), nav, notes_section(run, windows), setup_section(run), summary_table(run),
-            anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults),
-            lag_section(run, faults), elle_section(run), stats_section(run)]
+            anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults, marks),
+            lag_section(run, faults, marks), elle_section(run), stats_section(run)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             "<link rel=\"icon\" href=\"data:,\">"

@@ -10,6 +10,8 @@ h3{font-size:16px;margin:14px 0 6px}
 .banner .icon{font-size:64px;line-height:1;font-weight:bold;width:70px;text-align:center}
 .banner .headline{font-size:36px;font-weight:800;letter-spacing:.5px}
 .banner .reason{font-size:19px;margin-top:4px}
+.banner .first{font-size:16px;margin-top:4px}
+.banner .first a{color:inherit}
 .banner .which{font-size:13px;opacity:.85;margin-top:6px;word-break:break-all}
 .banner.valid{background:#1e7e34}
 .banner.invalid{background:#c0172b}
@@ -25,6 +27,7 @@ nav a{margin-right:14px;color:#0b5cad;text-decoration:none}
 table{border-collapse:collapse;background:#fff;margin:6px 0}
 th,td{border:1px solid #e1e4e8;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-size:12px}
+table.summary td:nth-child(2){white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.summary tr.bad td{background:#fdecee}
 table.summary tr.permitted td{color:#555}

@@ -62,6 +62,14 @@ class FaultWindow:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """A moment to point at on time charts, e.g. when an anomaly's op completed."""
+
+    at: float
+    label: str
+
+
+@dataclass(frozen=True)
 class Series:
     label: str
     colour: str
@@ -81,6 +89,15 @@ def _nice_max(value: float) -> float:
 
 def _ticks(maximum: float, count: int = 5) -> list[float]:
     return [maximum * i / count for i in range(count + 1)]
+
+
+def _time_ticks(maximum: float) -> list[float]:
+    """Round tick positions (1, 2, 5, 10, 15, 30, 60 ... s) so labels read easily."""
+    for step in (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600):
+        if maximum / step <= 10:
+            break
+    count = int(maximum / step + 1e-9)
+    return [i * step for i in range(count + 1)]
 
 
 def _tick_text(value: float) -> str:
@@ -112,7 +129,7 @@ def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True) -> list[st
 
 
 def line_chart(series: list[Series], x_max: float, windows: list[FaultWindow], *,
-               title: str, y_label: str, width: int = 920, height: int = 210) -> str:
+               title: str, y_label: str, width: int = 920, height: int = 210, marks=()) -> str:
     """A time chart (x in seconds) with each fault window shaded and labelled."""
     left, right, top, bottom = 56, width - 150, 22, height - 28
     x_max = max(x_max, 1e-9)
@@ -132,10 +149,15 @@ def line_chart(series: list[Series], x_max: float, windows: list[FaultWindow], *
         y = y_of(tick)
         parts.append(f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
                      f'<text x="{left - 4}" y="{y + 3:.1f}" font-size="10" text-anchor="end">{_tick_text(tick)}</text>')
-    for tick in _ticks(x_max, 8):
+    for tick in _time_ticks(x_max):
         x = x_of(tick)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom}" y2="{bottom + 4}" stroke="#666"/>'
-                     f'<text x="{x:.1f}" y="{bottom + 15}" font-size="10" text-anchor="middle">{tick:.0f}s</text>')
+                     f'<text x="{x:.1f}" y="{bottom + 15}" font-size="10" text-anchor="middle">{tick:g}s</text>')
+    for mark in marks:
+        x = x_of(mark.at)
+        parts.append(f'<g class="mark"><line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#7a0010" '
+                     f'stroke-dasharray="2 2"/><path d="M{x - 5:.1f},{top - 8} L{x + 5:.1f},{top - 8} L{x:.1f},{top} Z" '
+                     f'fill="#c0172b"/><title>{esc(mark.label)} at {mark.at:.2f}s</title></g>')
     parts.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#666"/>'
                  f'<line x1="{left}" x2="{left}" y1="{top}" y2="{bottom}" stroke="#666"/>'
                  f'<text x="12" y="{(top + bottom) / 2:.0f}" font-size="10" text-anchor="middle" '
@@ -206,7 +228,7 @@ def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: 
     t0 = min((o.invoke_time if o.invoke_time is not None else o.complete_time) for o in timed) / 1e9
     t1 = max(o.complete_time for o in timed) / 1e9
     span = max(t1 - t0, 1e-3)
-    t0 -= span * 0.02
+    t0 = max(0.0, t0 - span * 0.02)
     t1 += span * 0.02
     processes = sorted({o.process for o in timed}, key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
     lane = 18
@@ -240,6 +262,7 @@ def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: 
     axis_y = top + lane * len(processes)
     for i in range(6):
         t = t0 + (t1 - t0) * i / 5
-        parts.append(f'<text x="{x_of(t):.1f}" y="{axis_y + 14}" font-size="10" text-anchor="middle">{t:.2f}s</text>')
+        anchor = "start" if i == 0 else "end" if i == 5 else "middle"
+        parts.append(f'<text x="{x_of(t):.1f}" y="{axis_y + 14}" font-size="10" text-anchor="{anchor}">{t:.2f}s</text>')
     parts.append("</svg>")
     return "".join(parts)

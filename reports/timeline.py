@@ -55,6 +55,16 @@ class Windows:
     found: bool
     note: str | None = None
 
+    def clusters(self, op_ids, radius: int) -> list[list[Op]]:
+        """Ops around ``op_ids``, split where the windows do not touch (ops far apart get own pictures)."""
+        ranges = _merge([(c - radius, c + radius) for c in op_ids])
+        out = []
+        for lo, hi in ranges:
+            group = [op for op in self.around([(lo + hi) // 2], (hi - lo) // 2 + 1)]
+            if group:
+                out.append(group)
+        return out
+
     def around(self, op_ids, radius: int) -> list[Op]:
         """The collected ops whose id lies within ``radius`` events of any of ``op_ids``."""
         ids = sorted(self.ops)
