@@ -31,8 +31,7 @@ KNOWN_VERSIONS = (
     "4.1.0", "4.1.1", "4.1.2",
     "4.2.0", "4.2.1", "4.2.2",
     "4.3.0", "4.3.1",
-    "4.4.0",
-)
+)  # 4.4.0 has a pom on Central but not all of its jars (kafka-tools-api), so it is left out.
 
 STAMP = ".gregor-installed"
 
@@ -177,7 +176,7 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
                 "Maven Central is unreachable (Maven could not download Kafka); "
                 "check the network or proxy settings in ~/.m2/settings.xml and retry"
             )
-        last = next((line for line in reversed(output.splitlines()) if "ERROR" in line), output.strip()[-300:])
+        last = next((line for line in output.splitlines() if "[ERROR]" in line), output.strip()[-300:])
         raise GregorError(f"Maven failed to fetch Kafka {version}: {last.strip()}")
     (work / "log4j.properties").write_text(_LOG4J1)
     (work / "log4j2.properties").write_text(_LOG4J2)

@@ -33,6 +33,7 @@ from harness.local_node import Node, proc_cmdline, reap_children
 
 STATE_DIR = Path(os.environ.get("GREGOR_STATE_DIR", "/run/gregor"))
 LABS_DIR = Path(os.environ.get("GREGOR_LABS_DIR", "/var/lib/gregor/labs"))
+FAILED_DIR = Path(os.environ.get("GREGOR_FAILED_DIR", "/var/lib/gregor/failed"))
 HEALTH_TOPIC = "gregor-health"
 MAX_NODES = 15
 FIRST_CLIENT_HOST = 100
@@ -159,7 +160,8 @@ class Lab:
             _write_state(state)
             return lab
         except BaseException:
-            progress(f"lab {name}: setup failed, tearing down")
+            saved = _save_logs(state)
+            progress(f"lab {name}: setup failed, tearing down (broker logs kept in {saved})")
             cls.down(name, progress=lambda _m: None)
             raise
 
@@ -249,7 +251,8 @@ class Lab:
         while True:
             dead = [n.name for n in self.nodes if n.state() == "dead"]
             if dead and not created:
-                raise GregorError(f"broker on {', '.join(dead)} exited during startup; see {self.node(dead[0]).log_path}")
+                raise GregorError(f"broker on {', '.join(dead)} exited during startup; its log is kept in "
+                                  f"{FAILED_DIR / self.name / (dead[0] + '.log')}")
             try:
                 if not created:
                     admin.create_topic(HEALTH_TOPIC, partitions=len(self.nodes), replication_factor=rf)
@@ -345,6 +348,18 @@ def _reload_clients(lab: Lab) -> None:
     except (FileNotFoundError, ValueError):
         return
     lab._state["clients"] = current.get("clients", {})
+
+
+def _save_logs(state: dict) -> Path:
+    """Copies broker logs out of the lab dir before a failed `up` removes it."""
+    target = FAILED_DIR / state["name"]
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True, exist_ok=True)
+    for node in state["nodes"]:
+        log = Path(state["lab_dir"]) / node["name"] / "broker.log"
+        if log.is_file():
+            shutil.copyfile(log, target / f"{node['name']}.log")
+    return target
 
 
 def _write_state(state: dict) -> None:

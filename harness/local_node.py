@@ -114,7 +114,9 @@ class Node:
             if state is not None:
                 reap(pid)
             return None
-        if str(self.config_path) not in proc_cmdline(pid):
+        cmdline = proc_cmdline(pid)
+        # An empty cmdline is a process in the middle of exec (ip netns exec -> java).
+        if cmdline and str(self.config_path) not in cmdline:
             return None  # the pid was recycled by some other process
         return pid
 
