@@ -13,11 +13,11 @@ import threading
 import uuid
 from pathlib import Path
 
-RUN_DIR_ENV = "GREGOR_RUN_DIR"
+STATE_DIR_ENV = "GREGOR_STATE_DIR"  # the lab keeps its state file there too
 
 
 def ledger_path(lab_name: str) -> Path:
-    base = Path(os.environ.get(RUN_DIR_ENV, "/run/gregor"))
+    base = Path(os.environ.get(STATE_DIR_ENV, "/run/gregor"))
     return base / f"{lab_name}-faults.json"
 
 

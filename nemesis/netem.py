@@ -62,8 +62,24 @@ PROFILES = {
 }
 
 
-def pick_profile(rng: random.Random) -> str:
-    return rng.choice(sorted(PROFILES))
+# What the lab can still do on a kernel without sch_netem (it emulates
+# loss with iptables and rate with tbf); delay, duplication and reordering
+# need the real qdisc.
+EMULATED = ("loss", "rate")
+
+
+def usable_profiles(netem_qdisc: bool) -> list[str]:
+    return sorted(PROFILES) if netem_qdisc else list(EMULATED)
+
+
+def kernel_has_netem() -> bool:
+    from harness import netns
+
+    return netns.netem_available()
+
+
+def pick_profile(rng: random.Random, profiles=None) -> str:
+    return rng.choice(sorted(profiles or PROFILES))
 
 
 def apply(lab, node_names, profile: NetemProfile) -> None:

@@ -15,6 +15,7 @@ import threading
 from collections import Counter
 
 from harness.errors import GregorError
+from nemesis import netem
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import FAULTS, Step, plan
@@ -48,7 +49,11 @@ class NemesisRunner:
         self._stopped = False
         self._log: list[dict] = []
         self._counts: Counter = Counter()
-        self._plan = plan(self.faults, self.targets, seed, self.interval_s) if self.faults else iter(())
+        self.netem_profiles = None
+        if "netem" in self.faults:
+            self.netem_profiles = netem.usable_profiles(netem.kernel_has_netem())
+        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
+                      if self.faults else iter(()))
 
     # --- the contract ---------------------------------------------------------
 
@@ -77,7 +82,7 @@ class NemesisRunner:
         """For test.json: the parameters and what was done (the history has
         the details)."""
         return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
-                "seed": self.seed, "counts": dict(self._counts), "ops": list(self._log)}
+                "seed": self.seed, "netem_profiles": self.netem_profiles, "counts": dict(self._counts), "ops": list(self._log)}
 
     # --- the thread -------------------------------------------------------------
 

@@ -80,8 +80,11 @@ def partition_shape(target: str, rng: random.Random) -> str:
     return rng.choice(["isolate", "one-way-in", "one-way-out"])
 
 
-def plan(faults, targets, seed: int, interval_s: float) -> Iterator[Step]:
-    """Yields steps forever; the same arguments give the same steps."""
+def plan(faults, targets, seed: int, interval_s: float, profiles=None) -> Iterator[Step]:
+    """Yields steps forever; the same arguments give the same steps.
+
+    profiles: the netem profiles this machine can apply (all by default).
+    """
     if interval_s <= 0:
         raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
     rng = random.Random(f"nemesis-plan:{seed}")
@@ -99,7 +102,7 @@ def plan(faults, targets, seed: int, interval_s: float) -> Iterator[Step]:
             continue
         target = rng.choice(choices)
         shape = partition_shape(target, rng) if fault == "partition" else None
-        profile = netem.pick_profile(rng) if fault == "netem" else None
+        profile = netem.pick_profile(rng, profiles) if fault == "netem" else None
         yield Step(fault, target,
                    quiet_s=round(interval_s * rng.uniform(0.5, 1.5), 3),
                    hold_s=round(interval_s * rng.uniform(0.5, 1.5), 3),

@@ -38,5 +38,5 @@ def test_ledger_keeps_entries_until_removed_and_survives_a_new_instance(tmp_path
 
 
 def test_ledger_path_is_per_lab(monkeypatch, tmp_path):
-    monkeypatch.setenv("GREGOR_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path))
     assert ledger_path("nem") == tmp_path / "nem-faults.json"

@@ -78,3 +78,8 @@ def test_bad_options_exit_with_usage_error(argv, capsys):
         parser().parse_args(argv)
     assert exit_.value.code == 2
     assert "nemesis" in capsys.readouterr().err
+
+
+def test_netem_steps_keep_to_the_profiles_the_kernel_can_apply():
+    steps = take(100, faults=["netem"], targets=["one"], seed=2, interval_s=1, profiles=["loss", "rate"])
+    assert {s.profile for s in steps} == {"loss", "rate"}

@@ -1,0 +1,113 @@
+"""Helpers of the nemesis lab tests: a recording context and probes that
+look at the network from inside the namespaces."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """The fields of workloads' ClientInfo the nemesis reads (RUN-API.md)."""
+
+    process: int
+    pid: int
+    role: str
+    txn_id: str | None = None
+    group: str | None = None
+    netns: str | None = None
+
+
+class ListContext:
+    """The parts of workloads' RunContext the nemesis uses, recording to a list."""
+
+    def __init__(self, lab, keys=None, clients=(), txn_ids=(), group_ids=()):
+        self.lab = lab
+        self.test = {"keys": dict(keys or {})}
+        self.events: list[dict] = []
+        self._clients = list(clients)
+        self._txn_ids, self._group_ids = list(txn_ids), list(group_ids)
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic_ns()
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self._t0
+
+    def record(self, event: dict) -> dict:
+        with self._lock:
+            event = dict(event, index=len(self.events), time=self.now_ns())
+            self.events.append(event)
+            return event
+
+    def clients(self):
+        return list(self._clients)
+
+    def txn_ids(self):
+        return list(self._txn_ids)
+
+    def group_ids(self):
+        return list(self._group_ids)
+
+
+def tcp_connects(prefix: list[str], ip: str, port: int = 9092, timeout: float = 1.5) -> bool:
+    """Whether a TCP connect from inside a namespace reaches ip:port in time."""
+    result = subprocess.run(
+        [*prefix, "timeout", str(timeout), "bash", "-c", 'exec 3<>"/dev/tcp/$0/$1"', ip, str(port)],
+        capture_output=True, timeout=timeout + 10)
+    return result.returncode == 0
+
+
+UDP_PORT = 47123
+_LISTEN = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(0.2)
+print("ready", flush=True)
+seen, end = set(), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        seen.add(s.recvfrom(64)[1][0])
+    except socket.timeout:
+        pass
+print(" ".join(sorted(seen)), flush=True)
+"""
+_SEND = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(5):
+    for ip in sys.argv[2:]:
+        s.sendto(b"x", (ip, int(sys.argv[1])))
+    time.sleep(0.05)
+"""
+
+
+def udp_reachability(lab) -> set[tuple[str, str]]:
+    """Every directed (source, destination) node pair whose datagrams arrive.
+
+    UDP needs no answer, so unlike TCP it shows one-way cuts as one-way.
+    """
+    by_ip = {n.ip: n.name for n in lab.nodes}
+    listeners = {}
+    for node in lab.nodes:
+        proc = subprocess.Popen([*node.exec_prefix(), "python3", "-c", _LISTEN, str(UDP_PORT), "2.5"],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        listeners[node.name] = proc
+    senders = [subprocess.Popen([*node.exec_prefix(), "python3", "-c", _SEND, str(UDP_PORT),
+                                 *[o.ip for o in lab.nodes if o is not node]])
+               for node in lab.nodes]
+    for sender in senders:
+        sender.wait(timeout=10)
+    arrived = set()
+    for name, proc in listeners.items():
+        out, _ = proc.communicate(timeout=10)
+        arrived |= {(by_ip[ip], name) for ip in out.split() if ip in by_ip}
+    return arrived
+
+
+def all_pairs(lab) -> set[tuple[str, str]]:
+    return {(a.name, b.name) for a in lab.nodes for b in lab.nodes if a is not b}
