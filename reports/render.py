@@ -365,7 +365,7 @@ def charts_section(run: Run, faults, marks=()) -> str:
         by_f[str(row.get("f"))][str(row.get("type"))].append(row)
     buckets = int(x_max / bucket) + 1
     for f in sorted(by_f):
-        throughput, latency = [], []
+        throughput, errors, latency = [], [], []
         for kind in sorted(by_f[f], key=lambda k: (TYPE_ORDER.index(k) if k in TYPE_ORDER else 9, k)):
             colour = svg.OUTCOME_COLOURS.get(kind, "#555")
             counts = [0.0] * buckets
@@ -373,18 +373,31 @@ def charts_section(run: Run, faults, marks=()) -> str:
                 slot = int(row["t"] / bucket)
                 if 0 <= slot < buckets:
                     counts[slot] += float(row.get("count") or 0)
-            throughput.append(svg.Series(f"{f} {kind}", colour, [(i * bucket, c / bucket) for i, c in enumerate(counts)]))
+            line = svg.Series(f"{f} {kind}", colour, [(i * bucket, c / bucket) for i, c in enumerate(counts)])
+            # failures are few next to successes: their own chart keeps an error burst visible
+            if kind == "ok":
+                throughput.append(line)
+            elif any(counts):
+                errors.append(line)
             ordered = sorted(by_f[f][kind], key=lambda r: r["t"])
             for field, dash in (("p50_ms", ""), ("p99_ms", "4 3")):
+                if field == "p50_ms" and kind != "ok":
+                    continue
                 points = [(r["t"], float(r[field])) for r in ordered if isinstance(r.get(field), (int, float))]
                 if points:
                     latency.append(svg.Series(f"{f} {kind} {field[:3]}", colour, points, dash))
         parts.append(f'<div class="chartrow" id="chart-{esc(f)}">')
-        parts.append(svg.line_chart(throughput, x_max, faults, title=f"{f}: operations per second by outcome", y_label="ops/s",
-                                    marks=marks))
+        if throughput:
+            parts.append(svg.line_chart(throughput, x_max, faults, title=f"{f}: successful (ok) operations per second",
+                                        y_label="ops/s", marks=marks))
+        if errors:
+            parts.append(svg.line_chart(errors, x_max, faults, title=f"{f}: failed (fail) and unknown-outcome (info) "
+                                        "operations per second", y_label="ops/s", marks=marks))
+        else:
+            parts.append(f'<p class="note">{esc(f)}: no failed or unknown-outcome operations.</p>')
         if latency:
-            parts.append(svg.line_chart(latency, x_max, faults, title=f"{f}: latency (solid p50, dashed p99)", y_label="ms",
-                                        marks=marks))
+            parts.append(svg.line_chart(latency, x_max, faults, title=f"{f}: latency (solid: ok p50; dashed: p99 "
+                                        "of each outcome)", y_label="ms", marks=marks))
         parts.append("</div>")
     parts.append(latency_table(stats))
     parts.append("</section>")
@@ -397,7 +410,11 @@ def fault_legend(faults) -> str:
     rows = "".join(f'<tr><td><span class="swatch" style="background:{svg.FAULT_COLOURS.get(w.kind)}"></span>{esc(w.kind)}</td>'
                    f'<td>{esc(w.label)}</td><td class="num">{w.start:.1f}s</td>'
                    f'<td class="num">{"never healed" if w.stop is None else f"{w.stop:.1f}s"}</td></tr>' for w in faults)
-    return ('<details open><summary>Fault windows (shaded in every chart)</summary><table class="faults"><thead><tr><th>kind</th>'
+    kinds = sorted({w.kind for w in faults})
+    key = " &nbsp; ".join(f'<span class="swatch" style="background:{svg.FAULT_COLOURS.get(k)}"></span>{esc(k)}' for k in kinds)
+    state = " open" if len(faults) <= 8 else ""
+    return (f'<div class="legend">Shaded in every chart: {key}. Hover a shaded band for the fault and its times.</div>'
+            f'<details{state}><summary>All {len(faults)} fault windows</summary><table class="faults"><thead><tr><th>kind</th>'
             '<th>fault</th><th>start</th><th>healed</th></tr></thead><tbody>' + rows + "</tbody></table></details>")
 
 

@@ -51,6 +51,8 @@ ul.ops{margin:0;padding-left:16px;font-size:12px}
 .partition{background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:4px 14px 10px;margin:10px 0;overflow-x:auto}
 .legend{font-size:12px;margin:6px 0}
 .swatch{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle;border:1px solid #999}
+.chartrow svg{max-width:100%;height:auto}
+.tl svg{max-width:100%;height:auto}
 .chartrow{background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:6px;margin:10px 0;overflow-x:auto}
 svg text{font-family:system-ui,sans-serif}
 .tl{overflow-x:auto}

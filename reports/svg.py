@@ -106,9 +106,11 @@ def _tick_text(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.1f}"
 
 
-def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True) -> list[str]:
+def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True, right=None) -> list[str]:
+    """Shaded windows; labels go in the first of three rows where they fit, else only on hover."""
     out = []
-    for number, window in enumerate(windows):
+    row_ends = [float("-inf")] * 3
+    for window in windows:
         stop = window.stop if window.stop is not None else x_end
         x0, x1 = x_of(window.start), x_of(stop)
         colour = FAULT_COLOURS.get(window.kind, FAULT_COLOURS["other"])
@@ -120,7 +122,13 @@ def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True) -> list[st
             f'{window.start:.1f}s - {stop:.1f}s</title></rect>'
         )
         if show_labels:
-            y = top + 11 + 11 * (number % 3)
+            text_w = 6.0 * len(window.label) + 4
+            fits = [i for i, end in enumerate(row_ends) if end < x0 and (right is None or x0 + text_w <= right)]
+            if not fits:
+                continue
+            row = fits[0]
+            row_ends[row] = x0 + text_w
+            y = top + 11 + 11 * row
             out.append(
                 f'<text x="{x0 + 3:.1f}" y="{y}" font-size="10" fill="{colour}" '
                 f'font-weight="bold">{esc(window.label)}</text>'
@@ -129,7 +137,7 @@ def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True) -> list[st
 
 
 def line_chart(series: list[Series], x_max: float, windows: list[FaultWindow], *,
-               title: str, y_label: str, width: int = 920, height: int = 210, marks=()) -> str:
+               title: str, y_label: str, width: int = 1240, height: int = 220, marks=()) -> str:
     """A time chart (x in seconds) with each fault window shaded and labelled."""
     left, right, top, bottom = 56, width - 150, 22, height - 28
     x_max = max(x_max, 1e-9)
@@ -144,7 +152,7 @@ def line_chart(series: list[Series], x_max: float, windows: list[FaultWindow], *
     parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
              f'<text x="{left}" y="14" font-size="12" font-weight="bold">{esc(title)}</text>']
-    parts += _fault_bands(windows, x_of, top, bottom, x_max)
+    parts += _fault_bands(windows, x_of, top, bottom, x_max, right=right)
     for tick in _ticks(y_max):
         y = y_of(tick)
         parts.append(f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e3e3e3"/>'
@@ -220,7 +228,7 @@ def status_legend(statuses) -> str:
     return '<div class="legend">' + " &nbsp; ".join(items) + "</div>"
 
 
-def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: int = 920) -> str:
+def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: int = 1240) -> str:
     """Ops as bars per process over time; the anomaly's ops outlined in black."""
     timed = [o for o in ops if o.complete_time is not None]
     if not timed:
@@ -242,7 +250,7 @@ def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: 
              f'viewBox="0 0 {width} {height}" role="img" aria-label="operations per process">']
     visible = [FaultWindow(w.start, w.stop, w.label, w.kind) for w in windows
                if (w.stop is None or w.stop >= t0) and w.start <= t1]
-    parts += _fault_bands(visible, x_of, top, top + lane * len(processes), t1, show_labels=True)
+    parts += _fault_bands(visible, x_of, top, top + lane * len(processes), t1, right=right)
     for row, process in enumerate(processes):
         y = top + row * lane
         parts.append(f'<text x="{left - 6}" y="{y + lane - 5}" font-size="10" text-anchor="end">process {esc(process)}</text>'

@@ -63,7 +63,7 @@ def assert_rendered_and_inert(driver):
     assert SCRIPT in driver.find_element("id", "anomaly-aborted-read").text
     assert driver.execute_script("return document.querySelectorAll('script').length") == 0
     assert driver.execute_script("return document.querySelectorAll('img').length") == 0
-    for kind, least in (("chart", 5), ("plog", 3), ("timeline", 3)):
+    for kind, least in (("chart", 6), ("plog", 3), ("timeline", 3)):
         svgs = driver.find_elements("css selector", f"svg.{kind}")
         assert len(svgs) >= least
         for picture in svgs:
@@ -71,7 +71,7 @@ def assert_rendered_and_inert(driver):
             assert box[0] > 100 and box[1] > 20
     # data actually drawn: polylines with points, shaded fault windows, coloured cells
     assert driver.execute_script("return document.querySelectorAll('svg.chart polyline').length") >= 8
-    assert driver.execute_script("return document.querySelectorAll('svg.chart rect.fault').length") == 10
+    assert driver.execute_script("return document.querySelectorAll('svg.chart rect.fault').length") == 12
     assert driver.execute_script("return document.querySelectorAll('svg.plog rect.status-lost').length") == 1
 
 

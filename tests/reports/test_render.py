@@ -75,7 +75,7 @@ def test_each_anomalous_partition_has_a_log_picture(invalid_run):
 def test_fault_windows_are_shaded_in_every_time_chart(invalid_run):
     page = page_of(invalid_run)
     charts = re.findall(r'<svg class="chart".*?</svg>', page)
-    assert len(charts) == 5   # send and poll: throughput + latency, and lag
+    assert len(charts) == 6   # send: ok, errors, latency; poll: ok, latency (no errors); lag
     for chart in charts:
         assert chart.count('class="fault"') == 2
         assert "partition n1 | n2 n3" in chart
