@@ -1,5 +1,187 @@
-"""Subcommands of this package (filled in by the issue that builds it)."""
+"""`gregor run`: parse and check every parameter before anything starts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from harness.errors import GregorError
+
+WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
+MAX_PARTITIONS = 2000
+
+
+def _nemesis_options():
+    """The nemesis package's own options, when it has been built."""
+    try:
+        from nemesis.options import add_nemesis_arguments
+        return add_nemesis_arguments
+    except ImportError:
+        return None
 
 
 def register(subparsers) -> None:
-    """Adds nothing yet."""
+    parser = subparsers.add_parser(
+        "run", help="run a workload against the lab and record its history",
+        description="Bring up (or reuse) the lab, run a workload with faults, drain, "
+                    "write store/<test>/<start-time>/ and check it.")
+    add_arguments(parser)
+    parser.set_defaults(func=main)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Numbers are parsed here (not by argparse) so a bad one gets our one-line error.
+    add = parser.add_argument
+    add("--workload", required=True, help="|".join(WORKLOADS))
+    add("--time-limit", default="30", help="seconds of main phase (default 30)")
+    add("--concurrency", default="4", help="number of client processes (default 4)")
+    add("--rate", default="200", help="ops per second over all paced clients (default 200)")
+    add("--seed", default="0", help="seed of every generator (default 0)")
+    add("--keys", default="8", help="number of keys (partitions) written (default 8)")
+    add("--partitions-per-topic", default="4", help="partitions per topic (default 4)")
+    add("--topics", default=None, help="number of topics (default: as many as the keys need)")
+    add("--batch", default="1", help="sends per producer op (default 1)")
+    add("--nodes", default="3", help="brokers in the lab (default 3)")
+    add("--version", default="3.9.1", help="Kafka version (default 3.9.1)")
+    add("--lab", default=None, help="lab name (default $GREGOR_LAB or gregor)")
+    add("--store", default="store", help="store directory (default ./store)")
+    add("--name", default=None, help="test name (default kafka-<workload>)")
+    add("--drain-time-limit", default="60", help="seconds the final drain may take")
+    add("--acks", default="all", choices=["all", "1", "0", "-1"])
+    add("--idempotence", default="true", choices=["true", "false"])
+    add("--max-in-flight", default="5")
+    add("--retries", default=None)
+    add("--isolation", default="read_committed",
+        choices=["read_committed", "read_uncommitted"])
+    add("--subscribe", action="store_true", help="consumers poll through a consumer group")
+    add("--auto-commit", action="store_true", help="consumers auto-commit (group workload)")
+    add("--transaction-timeout-ms", default="10000")
+    add("--min-insync-replicas", default=None, help="default: min(2, replication factor)")
+    add("--replication-factor", default=None, help="default: min(3, nodes)")
+    add("--client-netns", action="store_true",
+        help="start each client in a network namespace of its own")
+    add("--no-check", action="store_true", help="skip the checker and the report")
+    options = _nemesis_options()
+    if options is not None:
+        options(parser)
+    else:
+        add("--nemesis", default="none", help="faults (the nemesis package is not built yet)")
+        add("--nemesis-interval", default="10")
+        add("--nemesis-targets", default=None)
+
+
+def _int(args, name: str, low: int | None = None, high: int | None = None) -> int:
+    raw = getattr(args, name.replace("-", "_"))
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise GregorError(f"--{name} must be a whole number, got {raw!r}") from None
+    if low is not None and value < low:
+        raise GregorError(f"--{name} must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise GregorError(f"--{name} must be at most {high}, got {value}")
+    return value
+
+
+def _float(args, name: str, positive: bool = True) -> float:
+    raw = getattr(args, name.replace("-", "_"))
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise GregorError(f"--{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise GregorError(f"--{name} must be a positive number, got {raw!r}")
+    return value
+
+
+def nemesis_faults(args) -> list[str]:
+    raw = getattr(args, "nemesis", None)
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+    faults = [str(i).strip() for i in items if str(i).strip()]
+    return [] if faults in ([], ["none"]) else faults
+
+
+def validate(args) -> dict:
+    """Every parameter checked; a dict of clean values. Raises GregorError."""
+    from workloads.run import workload_module
+    if args.workload not in WORKLOADS:
+        raise GregorError(f"unknown workload {args.workload!r}; choose one of "
+                          + ", ".join(WORKLOADS))
+    module = workload_module(args.workload)
+    cfg = {
+        "workload": args.workload,
+        "time_limit": _float(args, "time-limit"),
+        "concurrency": _int(args, "concurrency", 1, 256),
+        "rate": _float(args, "rate"),
+        "seed": _int(args, "seed"),
+        "keys": _int(args, "keys", 1),
+        "partitions_per_topic": _int(args, "partitions-per-topic", 1, 1000),
+        "batch": _int(args, "batch", 1, 10000),
+        "nodes": _int(args, "nodes", 1, 9),
+        "drain_time_limit": _float(args, "drain-time-limit"),
+        "max_in_flight": _int(args, "max-in-flight", 1, 1000),
+        "retries": None if args.retries is None else _int(args, "retries", 0),
+        "transaction_timeout_ms": _int(args, "transaction-timeout-ms", 1000),
+        "min_insync": (None if args.min_insync_replicas is None
+                       else _int(args, "min-insync-replicas", 1)),
+        "version": args.version,
+        "lab": args.lab or os.environ.get("GREGOR_LAB") or "gregor",
+        "store": args.store,
+        "acks": "all" if args.acks == "-1" else args.acks,
+        "idempotence": args.idempotence == "true",
+        "isolation": args.isolation,
+        "subscribe": bool(args.subscribe),
+        "auto_commit": bool(args.auto_commit),
+        "client_netns": bool(args.client_netns),
+        "check": not args.no_check,
+        "nemesis": nemesis_faults(args),
+    }
+    if cfg["concurrency"] < module.MIN_CONCURRENCY:
+        raise GregorError(f"--concurrency {cfg['concurrency']} is too low: the "
+                          f"{args.workload} workload needs at least {module.MIN_CONCURRENCY}")
+    rf = min(3, cfg["nodes"])
+    if args.replication_factor is not None:
+        rf = _int(args, "replication-factor", 1, cfg["nodes"])
+    if args.min_insync_replicas is None:
+        cfg["min_insync"] = min(2, rf)
+    cfg["replication_factor"] = rf
+    if cfg["min_insync"] > rf:
+        raise GregorError(f"--min-insync-replicas {cfg['min_insync']} exceeds the "
+                          f"replication factor {rf}; lower it")
+    total_keys = cfg["keys"] * (2 if args.workload == "eos" else 1)
+    per_topic = cfg["partitions_per_topic"]
+    if args.topics is not None:
+        topics = _int(args, "topics", 1)
+        if total_keys > topics * per_topic:
+            raise GregorError(
+                f"--keys {cfg['keys']} needs {total_keys} partitions but --topics {topics} x "
+                f"--partitions-per-topic {per_topic} gives {topics * per_topic}; "
+                "raise one of them or lower --keys")
+    if total_keys > MAX_PARTITIONS:
+        raise GregorError(f"--keys {cfg['keys']} needs {total_keys} partitions, more than "
+                          f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys")
+    cfg["topics"] = None if args.topics is None else int(args.topics)
+    if cfg["nemesis"]:
+        try:
+            from nemesis.runner import NemesisRunner  # noqa: F401
+        except ImportError:
+            raise GregorError(f"--nemesis {','.join(cfg['nemesis'])}: the nemesis package "
+                              "is not built yet; use --nemesis none") from None
+    cfg["nemesis_interval"] = _float(args, "nemesis-interval") if cfg["nemesis"] else None
+    targets = getattr(args, "nemesis_targets", None)
+    if isinstance(targets, str):
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    cfg["nemesis_targets"] = targets
+    cfg["name"] = args.name or f"kafka-{args.workload}"
+    if not all(c.isalnum() or c in "-_." for c in cfg["name"]):
+        raise GregorError(f"--name {cfg['name']!r} may hold only letters, digits, '-', '_' and '.'")
+    return cfg
+
+
+def main(args) -> int:
+    cfg = validate(args)
+    from workloads.run import run
+    return run(cfg)

@@ -1,0 +1,491 @@
+"""Client processes: one OS process per logical client, one history writer.
+
+Each client runs `client_main` in its own process (multiprocessing, spawn
+context), so a nemesis can SIGSTOP it or start it inside a network namespace
+of its own. It sends its events over its own pipe (a paused client stalls
+only its own pipe); the controller's `ClientPool` reads every pipe and hands
+the events to the single HistoryWriter. Clients stamp event times on the
+system-wide monotonic clock (CLOCK_MONOTONIC is shared by all processes).
+
+A client killed by the pool gets an `info` completion for its pending op
+(written by the pool on its behalf: nobody knows what it did) and is
+respawned under a new process id (old + concurrency) and a new generation of
+values. Children die with the controller (PR_SET_PDEATHSIG) and are listed
+in a registry so the next run or `lab down` kills any left behind, paused or
+not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+
+from workloads.context import ClientInfo
+
+REGISTRY_ROOT = "/run/gregor-clients"
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Everything a client process needs; picklable."""
+    slot: int
+    process: int
+    role: str                   # producer, consumer, txn, zombie, feeder, copier, verifier, member
+    module: str                 # workloads.<name> providing make_client(spec, link)
+    stride: int                 # number of slots (= concurrency): process id step
+    seed: int
+    keys: list                  # the keys this client works on
+    key_map: dict               # key -> [topic, partition] (str keys, as in test.json)
+    bootstrap: str
+    options: dict               # workload options (acks, batch, isolation, ...)
+    start_ns: int               # monotonic ns of the test start
+    deadline: float             # time.monotonic() at which the main phase ends
+    rate: float = 0.0           # ops/s for this client (0: unpaced)
+    generation: int = 0
+    txn_id: str | None = None
+    group: str | None = None
+    netns: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Link:
+    """The client's side of its pipe: events out, control messages in."""
+
+    def __init__(self, conn, spec: ClientSpec):
+        self.conn = conn
+        self.spec = spec
+        self.stopping = False
+        self.inbox: list = []
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self.spec.start_ns
+
+    def emit(self, event: dict) -> None:
+        self.conn.send(event)
+
+    def check_control(self) -> None:
+        """Reads pending control messages ("stop", or workload commands)."""
+        while self.conn.poll(0):
+            msg = self.conn.recv()
+            if msg == "stop":
+                self.stopping = True
+            else:
+                self.inbox.append(msg)
+
+    def running(self) -> bool:
+        self.check_control()
+        return not self.stopping and time.monotonic() < self.spec.deadline
+
+
+class Client:
+    """Base of every workload client: one op at a time, honest completions."""
+
+    def __init__(self, spec: ClientSpec, link: Link):
+        self.spec = spec
+        self.link = link
+        self.process = spec.process
+        self.pending: dict | None = None
+
+    # -- recording -------------------------------------------------------
+    def invoke(self, f: str, mops: list | None = None, **extra) -> dict:
+        assert self.pending is None, "one process never has two ops in flight"
+        event = {"time": self.link.now_ns(), "process": self.process, "type": "invoke", "f": f}
+        if mops is not None:
+            event["mops"] = mops
+        event.update(extra)
+        self.link.emit(event)
+        self.pending = event
+        return event
+
+    def complete(self, type_: str, mops: list | None = None, error: str | None = None,
+                 **extra) -> dict:
+        invoked = self.pending
+        assert invoked is not None, "completion without invoke"
+        event = {"time": self.link.now_ns(), "process": self.process, "type": type_,
+                 "f": invoked["f"]}
+        if mops is not None:
+            event["mops"] = mops
+        for name in ("keys", "txn_id", "group"):
+            if name in invoked and name not in extra:
+                event[name] = invoked[name]
+        event.update(extra)
+        if error is not None:
+            event["error"] = error
+        self.pending = None
+        self.link.emit(event)
+        if type_ == "info":
+            self.crashed()
+        return event
+
+    def crashed(self) -> None:
+        """After an unknown outcome the client continues as a new process."""
+        self.process += self.spec.stride
+        self.link.emit({"_process": self.process})
+        self.reset()
+
+    # -- to override -----------------------------------------------------
+    def start(self) -> None:
+        """Opens Kafka clients (may record assign/subscribe/init ops)."""
+
+    def step(self) -> None:
+        """Performs one op (or waits briefly when there is nothing to do)."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Drops Kafka clients after a crash; start() opens new ones."""
+        self.close()
+        self.start()
+
+    def close(self) -> None:
+        """Closes Kafka clients."""
+
+
+def _enter_netns(name: str) -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:      # the parent died before prctl
+        os._exit(1)
+
+
+def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
+    """Entry point of a client process."""
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when to stop
+    link = Link(conn, spec)
+    client = None
+    try:
+        if spec.netns:
+            _enter_netns(spec.netns)
+        module = importlib.import_module(spec.module)
+        client = module.make_client(spec, link)
+        client.start()
+        while link.running():
+            try:
+                client.step()
+            except Exception as exc:  # a client bug or an unexpected library error
+                link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
+                                   + traceback.format_exc(limit=3)})
+                if client.pending is not None:
+                    client.complete("info", client.pending.get("mops"),
+                                    error=type(exc).__name__)
+                else:
+                    client.crashed()
+        if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
+            client.complete("info", client.pending.get("mops"), error="stopped")
+    except (BrokenPipeError, EOFError):
+        os._exit(0)                          # the controller is gone
+    finally:
+        try:
+            if client is not None:
+                client.close()
+        except Exception:
+            pass
+    try:
+        conn.send({"_done": True})
+    except (BrokenPipeError, OSError):
+        pass
+
+
+# -- the controller side ---------------------------------------------------------
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def registry_dir(lab_name: str) -> str:
+    return os.path.join(REGISTRY_ROOT, lab_name)
+
+
+def kill_leftover_clients(lab_name: str, progress=None) -> int:
+    """SIGKILLs client processes a crashed run of this lab left (paused or not)."""
+    directory = registry_dir(lab_name)
+    killed = 0
+    if not os.path.isdir(directory):
+        return 0
+    for entry in os.listdir(directory):
+        path = os.path.join(directory, entry)
+        try:
+            pid = int(entry)
+            with open(path) as handle:
+                started = handle.read().strip()
+        except (ValueError, OSError):
+            continue
+        if _start_time(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)   # delivered to stopped processes too
+                killed += 1
+            except ProcessLookupError:
+                pass
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    if killed and progress:
+        progress(f"killed {killed} client process(es) left by a crashed run")
+    return killed
+
+
+@dataclass
+class _Live:
+    spec: ClientSpec
+    proc: multiprocessing.Process
+    conn: object
+    process: int                        # current logical id
+    pending: dict | None = None         # last invoke without completion
+    done: bool = False
+
+
+class ClientPool:
+    """Spawns the client processes and feeds their events to the writer."""
+
+    def __init__(self, writer, lab_name: str, observe=None, log=print):
+        self.writer = writer
+        self.lab_name = lab_name
+        self.observe = observe            # called with every recorded client event
+        self.log = log
+        self.mp = multiprocessing.get_context("spawn")
+        self.live: dict[int, _Live] = {}
+        self.lock = threading.RLock()
+        self.requests: queue.Queue = queue.Queue()
+        self.max_process = -1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="client-pool", daemon=True)
+        os.makedirs(registry_dir(lab_name), exist_ok=True)
+        self._thread.start()
+
+    # -- public, thread-safe ----------------------------------------------
+    def spawn(self, spec: ClientSpec) -> None:
+        """Starts a client (from the pool thread, so PDEATHSIG ties it to the run)."""
+        self._call(lambda: self._spawn(spec))
+
+    def send(self, slot: int, message) -> None:
+        with self.lock:
+            live = self.live.get(slot)
+            if live and not live.done:
+                try:
+                    live.conn.send(message)
+                except (BrokenPipeError, OSError):
+                    pass
+
+    def pid(self, slot: int) -> int | None:
+        with self.lock:
+            live = self.live.get(slot)
+            return live.proc.pid if live else None
+
+    def process_of(self, slot: int) -> int | None:
+        with self.lock:
+            live = self.live.get(slot)
+            return live.process if live else None
+
+    def kill_and_replace(self, slot: int) -> tuple[int, int]:
+        """SIGKILLs a client and respawns its slot as a new process; (old, new) ids."""
+        return self._call(lambda: self._kill_and_replace(slot))
+
+    def infos(self) -> list[ClientInfo]:
+        with self.lock:
+            return [ClientInfo(process=l.process, pid=l.proc.pid, role=l.spec.role,
+                               txn_id=l.spec.txn_id, group=l.spec.group, netns=l.spec.netns)
+                    for l in self.live.values() if not l.done]
+
+    def alive(self) -> int:
+        with self.lock:
+            return sum(1 for l in self.live.values() if not l.done)
+
+    def stop_all(self, grace_s: float = 20.0) -> None:
+        """Asks every client to stop, resumes paused ones, kills stragglers."""
+        with self.lock:
+            lives = list(self.live.values())
+        for live in lives:
+            self.send(live.spec.slot, "stop")
+            try:
+                os.kill(live.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end and self.alive():
+            time.sleep(0.05)
+        self._call(self._kill_rest)
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    # -- the pool thread ---------------------------------------------------
+    def _call(self, fn):
+        if threading.current_thread() is self._thread:
+            return fn()
+        box: dict = {}
+        done = threading.Event()
+        self.requests.put((fn, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            while True:
+                try:
+                    fn, box, done = self.requests.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    box["result"] = fn()
+                except BaseException as exc:   # handed back to the caller
+                    box["error"] = exc
+                done.set()
+            with self.lock:
+                conns = {l.conn: l for l in self.live.values() if not l.done}
+            if not conns:
+                time.sleep(0.02)
+                continue
+            for conn in multiprocessing.connection.wait(list(conns), timeout=0.02):
+                self._drain_conn(conns[conn])
+        # answer requests that raced with the stop
+        while True:
+            try:
+                fn, box, done = self.requests.get_nowait()
+            except queue.Empty:
+                break
+            box["error"] = RuntimeError("client pool stopped")
+            done.set()
+
+    def _drain_conn(self, live: _Live, limit: int = 500) -> None:
+        for _ in range(limit):
+            try:
+                if not live.conn.poll(0):
+                    return
+                event = live.conn.recv()
+            except (EOFError, OSError):
+                self._finished(live)
+                return
+            self._handle(live, event)
+            if live.done:
+                return
+
+    def _handle(self, live: _Live, event: dict) -> None:
+        if "_process" in event:
+            with self.lock:
+                live.process = event["_process"]
+                self.max_process = max(self.max_process, live.process)
+            return
+        if "_log" in event:
+            self.log(event["_log"].rstrip())
+            return
+        if "_done" in event:
+            self._finished(live)
+            return
+        recorded = self.writer.record(event)
+        live.pending = recorded if recorded["type"] == "invoke" else None
+        if self.observe:
+            self.observe(recorded)
+
+    def _finished(self, live: _Live) -> None:
+        live.done = True
+        live.proc.join(timeout=5)
+        if live.pending is not None:
+            self._complete_for(live, "exited")
+        self._unregister(live.proc.pid)
+
+    def _complete_for(self, live: _Live, why: str) -> None:
+        """Records `info` for the op a dead client left open (it may have happened)."""
+        invoked = live.pending
+        event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
+        if "mops" in invoked:
+            event["mops"] = invoked["mops"]
+        for name in ("keys", "txn_id", "group"):
+            if name in invoked:
+                event[name] = invoked[name]
+        event["error"] = why
+        recorded = self.writer.record(event)
+        live.pending = None
+        if self.observe:
+            self.observe(recorded)
+
+    def _spawn(self, spec: ClientSpec) -> None:
+        parent, child = self.mp.Pipe(duplex=True)
+        proc = self.mp.Process(target=client_main, args=(spec, child, os.getpid()),
+                               name=f"gregor-client-{spec.slot}", daemon=True)
+        proc.start()
+        child.close()
+        self._register(proc.pid)
+        with self.lock:
+            self.live[spec.slot] = _Live(spec, proc, parent, spec.process)
+            self.max_process = max(self.max_process, spec.process)
+
+    def _kill_and_replace(self, slot: int) -> tuple[int, int]:
+        live = self.live[slot]
+        self._kill(live, "killed")
+        new_process = live.process + live.spec.stride
+        spec = replace(live.spec, process=new_process, generation=live.spec.generation + 1)
+        self._spawn(spec)
+        return live.process, new_process
+
+    def _kill(self, live: _Live, why: str) -> None:
+        if live.done:
+            return
+        try:
+            os.kill(live.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        live.proc.join(timeout=10)
+        # what it sent before dying is real: record it, then close its op
+        while True:
+            try:
+                if not live.conn.poll(0):
+                    break
+                event = live.conn.recv()
+            except (EOFError, OSError):
+                break
+            if "_done" in event:
+                continue
+            self._handle(live, event)
+        live.done = True
+        if live.pending is not None:
+            self._complete_for(live, why)
+        self._unregister(live.proc.pid)
+
+    def _kill_rest(self) -> None:
+        for live in list(self.live.values()):
+            if not live.done:
+                self._drain_conn(live, limit=100000)
+            if not live.done:
+                self.log(f"client {live.process} did not stop; killing it")
+                self._kill(live, "killed-at-stop")
+
+    def _register(self, pid: int) -> None:
+        started = _start_time(pid)
+        if started is None:
+            return
+        with open(os.path.join(registry_dir(self.lab_name), str(pid)), "w") as handle:
+            handle.write(started)
+
+    def _unregister(self, pid: int) -> None:
+        try:
+            os.unlink(os.path.join(registry_dir(self.lab_name), str(pid)))
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,351 @@
+"""One run: lab, topics, clients, faults, drain, store, check.
+
+The controller process never talks Kafka on the clients' behalf: it spawns
+client processes, writes the one history, drives the nemesis and the
+workload's own conductors, and finally drains. Everything it started is
+stopped and healed in `finally`, also on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from importlib import metadata
+
+from harness.errors import GregorError
+from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
+from workloads.conductor import ClientFaults
+from workloads.context import RunContext
+from workloads.drain import OffsetsLearned, drain
+from workloads.history import HistoryWriter
+from workloads.store import new_run_dir, write_json
+
+PACED_ROLES = {"producer", "txn", "zombie", "feeder"}
+PROGRESS_EVERY_S = 5.0
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def workload_module(name: str):
+    return importlib.import_module(f"workloads.{name}")
+
+
+def key_map(workload: str, keys: int, per_topic: int, prefix: str,
+            topics: int | None = None) -> dict:
+    """key -> [topic, partition]; eos has input keys 0..K-1 and output keys K..2K-1.
+
+    Without `topics`, keys fill topics of `per_topic` partitions in order;
+    with it, keys go round-robin over that many topics.
+    """
+    groups = [("t", keys)] if workload != "eos" else [("in", keys), ("out", keys)]
+    result, key = {}, 0
+    for label, count in groups:
+        for i in range(count):
+            if topics:
+                result[str(key)] = [f"{prefix}-{label}{i % topics}", i // topics]
+            else:
+                result[str(key)] = [f"{prefix}-{label}{i // per_topic}", i % per_topic]
+            key += 1
+    return result
+
+
+def topic_partitions(keys: dict, per_topic: int) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    for topic, _partition in keys.values():
+        topics[topic] = per_topic
+    return topics
+
+
+def versions() -> dict:
+    found = {"python": sys.version.split()[0]}
+    for package in ("gregor", "confluent-kafka"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        import confluent_kafka
+        found["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    return found
+
+
+def open_lab(cfg: dict):
+    try:
+        from harness.lab import Lab
+    except ImportError:
+        raise GregorError("the lab (harness/lab.py) is not available") from None
+    try:
+        lab = Lab.attach(cfg["lab"])
+    except GregorError:
+        lab = None
+    if lab is not None:
+        if len(lab.nodes) != cfg["nodes"] or lab.version != cfg["version"]:
+            raise GregorError(
+                f"lab {cfg['lab']!r} is up with {len(lab.nodes)} nodes / Kafka {lab.version}, not "
+                f"{cfg['nodes']} / {cfg['version']}; run: gregor lab down --lab {cfg['lab']}")
+        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, Kafka {lab.version})")
+        return lab
+    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say)
+
+
+def heal_before(lab) -> None:
+    """What a crashed run left: client processes, then faults."""
+    kill_leftover_clients(lab.name, progress=say)
+    try:
+        from nemesis.heal import heal_leftovers
+    except ImportError:
+        lab.heal_all()
+        return
+    heal_leftovers(lab, progress=say)
+
+
+def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, deadline: float,
+                run_id: str, lab) -> list[ClientSpec]:
+    all_keys = sorted(int(k) for k in keys)
+    n = cfg["concurrency"]
+    options = {
+        "acks": cfg["acks"], "enable.idempotence": cfg["idempotence"],
+        "max.in.flight": cfg["max_in_flight"], "retries": cfg["retries"],
+        "isolation.level": cfg["isolation"], "subscribe": cfg["subscribe"],
+        "auto.commit": cfg["auto_commit"], "batch": cfg["batch"],
+        "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+    }
+    slots = module.layout(n, all_keys, options)
+    paced = sum(1 for s in slots if s["role"] in PACED_ROLES) or 1
+    specs = []
+    group = f"gregor-{run_id}-group"
+    for slot, layout in enumerate(slots):
+        txn_id = None
+        if layout.get("txn"):
+            txn_id = f"gregor-{run_id}-{layout.get('txn_id_suffix', f'txn-{slot}')}"
+        netns = None
+        if cfg["client_netns"]:
+            netns = lab.client_namespace(f"c{slot}").namespace
+        specs.append(ClientSpec(
+            slot=slot, process=slot, role=layout["role"], module=module.__name__, stride=n,
+            seed=cfg["seed"], keys=list(layout["keys"]), key_map=keys, bootstrap=bootstrap,
+            options={**options, **layout.get("options", {})}, start_ns=start_ns,
+            deadline=deadline,
+            rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
+            txn_id=txn_id,
+            group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
+                                                   ("consumer", "txn", "member"))) else None,
+            netns=netns, extra=dict(layout.get("extra", {}))))
+    return specs
+
+
+def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool) -> list:
+    if cfg["workload"] == "zombie":
+        from workloads.zombie import ZombieConductor
+        pairs: dict[int, list[int]] = {}
+        txn_ids = {}
+        for spec in specs:
+            pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
+            txn_ids[spec.extra["pair"]] = spec.txn_id
+        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids)]
+    if cfg["workload"] == "group":
+        from workloads.group import GroupConductor
+        members = [s.slot for s in specs if s.role == "member"]
+        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0)]
+    return []
+
+
+class Progress:
+    """Counts completions as they are recorded; prints a line every few seconds."""
+
+    def __init__(self, learned: OffsetsLearned):
+        self.learned = learned
+        self.lock = threading.Lock()
+        self.by_type = {"ok": 0, "fail": 0, "info": 0}
+        self.acked_sends = 0
+        self.faults = 0
+        self.last = (time.monotonic(), 0, 0)
+
+    def observe(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "invoke":
+            return
+        with self.lock:
+            self.by_type[kind] = self.by_type.get(kind, 0) + 1
+            if kind == "ok":
+                self.acked_sends += sum(1 for m in event.get("mops") or () if m.get("f") == "send")
+        self.learned.observe(event)
+
+    def observe_fault(self, event: dict) -> None:
+        if event.get("process") == "nemesis" and event.get("type") == "info":
+            with self.lock:
+                self.faults += 1
+
+    def line(self, elapsed: float, live: int) -> str:
+        now = time.monotonic()
+        with self.lock:
+            ops = sum(self.by_type.values())
+            sends = self.acked_sends
+            counts = dict(self.by_type)
+        then, ops0, sends0 = self.last
+        span = max(1e-6, now - then)
+        self.last = (now, ops, sends)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return (f"t={elapsed:5.1f}s  {(ops - ops0) / span:7.0f} ops/s  "
+                f"{(sends - sends0) / span:7.0f} acked sends/s  ok {counts['ok']} "
+                f"fail {counts['fail']} info {counts['info']}  clients {live}  "
+                f"faults {self.faults}  controller cpu {usage.ru_utime + usage.ru_stime:.1f}s")
+
+
+def run(cfg: dict) -> int:
+    module = workload_module(cfg["workload"])
+    lab = open_lab(cfg)
+    heal_before(lab)
+
+    start_wall = time.time()
+    run_dir = new_run_dir(cfg["store"], cfg["name"], start_wall)
+    prefix = f"g{os.path.basename(run_dir).lower()}"
+    keys = key_map(cfg["workload"], cfg["keys"], cfg["partitions_per_topic"], prefix,
+                   cfg["topics"])
+    admin = lab.admin(timeout=15)
+    topic_config = {"min.insync.replicas": str(cfg["min_insync"]),
+                    "unclean.leader.election.enable": "false"}
+    topics = topic_partitions(keys, cfg["partitions_per_topic"])
+    for topic, partitions in topics.items():
+        admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"],
+                           config=topic_config)
+    lab.wait_healthy(topics=list(topics), timeout=60)
+    say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
+
+    transactional = cfg["workload"] in ("txn", "zombie", "eos")
+    test = {
+        "name": cfg["name"], "system": "kafka", "version": lab.version,
+        "workload": cfg["workload"], "seed": cfg["seed"], "concurrency": cfg["concurrency"],
+        "keys": keys,
+        "client": {"acks": cfg["acks"] if not transactional else "all",
+                   "enable.idempotence": cfg["idempotence"] or transactional,
+                   "isolation.level": cfg["isolation"], "transactional": transactional,
+                   "auto.commit": cfg["auto_commit"],
+                   "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
+                   "max.in.flight.requests.per.connection": cfg["max_in_flight"],
+                   "retries": cfg["retries"], "batch": cfg["batch"],
+                   "transaction.timeout.ms": cfg["transaction_timeout_ms"]},
+        "broker": {"min.insync.replicas": cfg["min_insync"],
+                   "unclean.leader.election.enable": False,
+                   "replication.factor": cfg["replication_factor"]},
+        "time_limit_s": cfg["time_limit"], "rate": cfg["rate"],
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
+        "start_wall_s": start_wall,
+        "lab": lab.name,
+        "nodes": [{"name": n.name, "ip": n.ip, "broker_id": n.broker_id} for n in lab.nodes],
+        "broker_config": dict(lab.broker_config),
+        "versions": versions(),
+        "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"],
+                    "targets": cfg["nemesis_targets"]},
+        "drain": {"time_limit_s": cfg["drain_time_limit"], "complete": False},
+    }
+    test_path = os.path.join(run_dir, "test.json")
+    write_json(test_path, test)
+
+    start_ns = time.monotonic_ns()
+    writer = HistoryWriter(os.path.join(run_dir, "history.jsonl"), start_ns=start_ns)
+    learned = OffsetsLearned()
+    progress = Progress(learned)
+    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say)
+    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault)
+    deadline = time.monotonic() + cfg["time_limit"]
+    specs = build_specs(cfg, module, keys, lab.bootstrap_servers, start_ns,
+                        deadline, os.path.basename(run_dir), lab)
+    faults = ClientFaults(pool, ctx.record)
+    conductors = conductors_for(cfg, specs, faults, pool)
+    runner = None
+    interrupted = False
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    wall0 = time.monotonic()
+    try:
+        for spec in specs:
+            pool.spawn(spec)
+        if cfg["nemesis"]:
+            from nemesis.runner import NemesisRunner
+            runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
+                                   targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
+            runner.start()
+        for conductor in conductors:
+            conductor.start()
+        say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
+        next_report = time.monotonic() + PROGRESS_EVERY_S
+        while time.monotonic() < deadline and pool.alive():
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            if time.monotonic() >= next_report:
+                say(progress.line(time.monotonic() - wall0, pool.alive()))
+                next_report += PROGRESS_EVERY_S
+    except KeyboardInterrupt:
+        interrupted = True
+        say("interrupted: stopping clients and healing")
+    finally:
+        for conductor in conductors:
+            conductor.stop()
+        if runner is not None:
+            runner.stop()
+        pool.stop_all()
+        signal.signal(signal.SIGTERM, old_term)
+    main_wall = time.monotonic() - wall0
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
+    say(progress.line(main_wall, 0))
+
+    if runner is not None:
+        test["nemesis"]["schedule"] = runner.schedule_summary()
+    test["main_phase"] = {"seconds": round(main_wall, 3), "controller_cpu_s": round(cpu, 3),
+                          "controller_cpu_share": round(cpu / max(main_wall, 1e-6), 4),
+                          "ok": progress.by_type.get("ok", 0),
+                          "fail": progress.by_type.get("fail", 0),
+                          "info": progress.by_type.get("info", 0),
+                          "acked_sends": progress.acked_sends,
+                          "interrupted": interrupted}
+    if not interrupted:
+        say(f"drain: reading every key until {sum(1 for _ in learned.highest)} key(s) "
+            f"reach their highest known offset (limit {cfg['drain_time_limit']:g} s)")
+        drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
+        test["drain"] = drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
+                              drain_process, cfg["isolation"], cfg["drain_time_limit"],
+                              progress=say)
+        say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
+            f"{test['drain']['seconds']} s, {test['drain']['records']} records")
+    writer.close()
+    test["events"] = writer.size
+    write_json(test_path, test)
+    say(f"history: {writer.size} events in {os.path.join(run_dir, 'history.jsonl')}")
+    if interrupted:
+        return 130
+    if cfg["check"]:
+        check_and_report(run_dir)
+    return 0
+
+
+def _raise_interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
+def check_and_report(run_dir: str) -> None:
+    """The checker and the report, when those packages provide them."""
+    try:
+        from checkers.check import check_dir
+    except ImportError:
+        say("check: the checker is not available yet; run `gregor check` later")
+        return
+    result = check_dir(run_dir)
+    verdict = result.get("verdict") if isinstance(result, dict) else result
+    say(f"check: verdict {verdict}")
+    try:
+        from reports.render import write_report
+    except ImportError:
+        return
+    path = write_report(run_dir)
+    say(f"report: {path}")

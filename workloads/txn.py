@@ -1,0 +1,299 @@
+"""The `txn` workload: transactional producers that also read.
+
+Each process owns one transactional.id and runs transactions of 1-4 micro-
+ops mixing sends to several keys with read_committed polls; some are aborted
+on purpose (a definite failure: `fail`, error "aborted-on-purpose"). Polling
+through a group (--subscribe) commits the read positions inside the
+transaction with send_offsets_to_transaction (commit mops). Every producer
+instance starts with a recorded `init` op whose `ok` completion carries the
+producer id and epoch that librdkafka's statistics report.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+
+from workloads import errors
+from workloads.clients import Client
+from workloads.generators import Pacer, Plans
+from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_producer,
+                                close_consumer, consumer_config, encode, producer_config,
+                                read_messages)
+
+MIN_CONCURRENCY = 1
+ABORTED_ON_PURPOSE = "aborted-on-purpose"
+CALL_TIMEOUT_S = 10.0
+
+
+def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
+    return [{"role": "txn", "keys": keys, "txn": True} for _ in range(concurrency)]
+
+
+def make_client(spec, link):
+    return TxnClient(spec, link)
+
+
+class TransactionalProducer:
+    """One producer instance of a transactional.id, with its init recorded."""
+
+    def __init__(self, client: Client, txn_id: str):
+        self.client = client
+        self.txn_id = txn_id
+        self.stats = StatsWatch()
+        conf = producer_config(client.spec, transactional_id=txn_id)
+        conf["statistics.interval.ms"] = 1000
+        conf["stats_cb"] = self.stats.on_stats
+        self.timeout_ms = conf["transaction.timeout.ms"]
+        self.producer = Producer(conf)
+
+    def init(self) -> bool:
+        """Records an `init` op; True when the instance may run transactions."""
+        client = self.client
+        client.invoke("init", txn_id=self.txn_id)
+        try:
+            self.producer.init_transactions(CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            outcome = errors.classify(exc, errors.INIT)
+            client.complete(outcome.type, error=outcome.error)
+            return False
+        producer_id, epoch = self.stats.wait_assigned(self.producer)
+        known = {}
+        if producer_id is not None:
+            known = {"producer_id": producer_id, "epoch": epoch}
+        client.complete("ok", **known)
+        return True
+
+    def abandon(self) -> None:
+        abandon_producer(self.producer)
+
+
+class TxnRunner:
+    """Runs one transaction plan on a producer (and optionally a consumer)."""
+
+    def __init__(self, client: Client, keymap: KeyMap):
+        self.client = client
+        self.keymap = keymap
+
+    def run(self, tp: TransactionalProducer, mops: list, abort: bool, consumer=None,
+            group: str | None = None, rebalance: RebalanceLog | None = None,
+            extra_invoke: dict | None = None, outputs=None, hold_s: float = 0.0,
+            poll_timeout_s: float = 0.05) -> dict:
+        """Invokes, performs and completes one `txn` op; returns the completion.
+
+        `outputs(polled) -> list of send mops` lets a copier decide sends from
+        what it polled (those sends are added to the completion).
+        """
+        client = self.client
+        invoke_fields = {"txn_id": tp.txn_id}
+        if group:
+            invoke_fields["group"] = group
+        invoke_fields.update(extra_invoke or {})
+        client.invoke("txn", mops, **invoke_fields)
+        out: list = []
+        polled: list = []
+        delivered: dict = {}
+        commit_time = None
+        commit_tried = False
+        producer = tp.producer
+        polls = 0
+
+        def on_delivery(mop):
+            def callback(err, msg):
+                delivered[id(mop)] = (err, msg.offset() if err is None else None)
+            return callback
+
+        def send(mop):
+            out.append(mop)
+            key, value = encode(mop["key"], mop["value"])
+            topic_partition = self.keymap.tp(mop["key"])
+            while True:
+                try:
+                    producer.produce(topic_partition.topic, value=value, key=key,
+                                     partition=topic_partition.partition,
+                                     on_delivery=on_delivery(mop))
+                    return
+                except BufferError:
+                    producer.poll(0.01)
+
+        def extras() -> dict:
+            fields = {}
+            if commit_time is not None:
+                fields["commit_time"] = commit_time
+            if rebalance is not None:
+                entries = rebalance.take()
+                if entries:
+                    fields["rebalance"] = entries
+            return fields
+
+        def fill_offsets():
+            for mop in out:
+                if mop.get("f") == "send" and id(mop) in delivered:
+                    err, offset = delivered[id(mop)]
+                    if err is None and offset is not None and offset >= 0:
+                        mop["offset"] = offset
+
+        try:
+            producer.begin_transaction()
+            for mop in mops:
+                if mop["f"] == "send":
+                    send(dict(mop))
+                elif consumer is not None:
+                    polls += 1
+                    got, _ = read_messages(consumer.consume(num_messages=50, timeout=poll_timeout_s),
+                                           self.keymap, poll_no=polls)
+                    out.extend(got)
+                    polled.extend(got)
+            if outputs is not None:
+                for mop in outputs(polled):
+                    send(mop)
+            if group and consumer is not None and polled:
+                commits = self.positions(polled)
+                if commits:
+                    consumer_offsets = [self.keymap.tp(k, o) for k, o in commits]
+                    producer.send_offsets_to_transaction(
+                        consumer_offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+                    out.extend({"f": "commit", "key": k, "offset": o} for k, o in commits)
+            if hold_s:
+                time.sleep(hold_s)   # work between writes and commit: a zombie's window
+            remaining = producer.flush(CALL_TIMEOUT_S)
+            failed = [err for err, _ in delivered.values() if err is not None]
+            if failed or remaining:
+                raise KafkaException(failed[0]) if failed else TimeoutError("flush")
+            if abort:
+                fill_offsets()
+                self.abort(tp)
+                self.rewind(consumer, polled)
+                return client.complete("fail", out, error=ABORTED_ON_PURPOSE, **extras())
+        except (KafkaException, TimeoutError) as exc:
+            fill_offsets()
+            self.abort(tp)
+            self.rewind(consumer, polled)
+            outcome = errors.classify(exc if isinstance(exc, KafkaException)
+                                      else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
+                                      errors.TXN_BODY)
+            return client.complete("fail", out, error=outcome.error, **extras())
+
+        fill_offsets()
+        commit_time = client.link.now_ns()
+        for attempt in range(3):
+            try:
+                producer.commit_transaction(CALL_TIMEOUT_S)
+                fill_offsets()
+                return client.complete("ok", out, **extras())
+            except KafkaException as exc:
+                err = errors.error_of(exc)
+                if err is not None and err.retriable() and attempt < 2:
+                    commit_tried = True
+                    continue
+                outcome = errors.classify(exc, errors.TXN_COMMIT,
+                                          commit_attempted_before=commit_tried)
+                if err is not None and err.txn_requires_abort():
+                    self.abort(tp)
+                if outcome.type == "fail":
+                    self.rewind(consumer, polled)
+                return client.complete(outcome.type, out, error=outcome.error, **extras())
+        raise AssertionError("unreachable")
+
+    def positions(self, polled: list) -> list[tuple[int, int]]:
+        nexts: dict[int, int] = {}
+        for mop in polled:
+            nexts[mop["key"]] = max(nexts.get(mop["key"], -1), mop["offset"] + 1)
+        return sorted(nexts.items())
+
+    def abort(self, tp: TransactionalProducer) -> None:
+        try:
+            tp.producer.abort_transaction(CALL_TIMEOUT_S)
+        except KafkaException:
+            pass    # fenced or fatal: the caller replaces the instance
+
+    def rewind(self, consumer, polled: list) -> None:
+        """Seeks back to the first record read in an aborted transaction.
+
+        Its reads did not count (the op failed), so reading on from where the
+        consumer stands would skip them.
+        """
+        if consumer is None or not polled:
+            return
+        first: dict[int, int] = {}
+        for mop in polled:
+            first.setdefault(mop["key"], mop["offset"])
+        for key, offset in first.items():
+            try:
+                consumer.seek(self.keymap.tp(key, offset))
+            except KafkaException:
+                pass    # no longer assigned: the rebalance entry resets the position
+
+
+def needs_new_instance(completion: dict) -> bool:
+    """After a fencing or fatal error the producer instance cannot go on."""
+    return completion.get("error") in errors.FENCING or completion.get("type") == "info"
+
+
+class TxnClient(Client):
+    """A transactional producer plus a read_committed consumer."""
+
+    def start(self) -> None:
+        self.keymap = KeyMap(self.spec.key_map)
+        if not hasattr(self, "plans"):
+            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
+                               self.spec.keys, self.spec.generation,
+                               abort_ratio=float(self.spec.options.get("abort.ratio", 0.1)))
+            self.pacer = Pacer(self.spec.rate)
+        opts = self.spec.options
+        self.subscribe = bool(opts.get("subscribe"))
+        self.group = self.spec.group if self.subscribe else None
+        self.rebalance = RebalanceLog(self.keymap) if self.subscribe else None
+        self.runner = TxnRunner(self, self.keymap)
+        self.tp = None
+        self.open_consumer()
+        self.open_producer()
+
+    def open_producer(self) -> None:
+        self.tp = TransactionalProducer(self, self.spec.txn_id)
+        while not self.tp.init():
+            self.tp.abandon()
+            if not self.link.running():
+                self.tp = None
+                return
+            time.sleep(0.5)
+            self.tp = TransactionalProducer(self, self.spec.txn_id)
+
+    def open_consumer(self) -> None:
+        keys = list(self.spec.keys)
+        group = self.spec.group or f"gregor-txn-{self.spec.slot}"
+        self.consumer = Consumer(consumer_config(
+            self.spec, group, isolation=self.spec.options.get("isolation.level")))
+        if self.subscribe:
+            self.invoke("subscribe", keys=keys, group=group)
+            self.consumer.subscribe(self.keymap.topics(keys),
+                                    on_assign=self.rebalance.on_assign,
+                                    on_revoke=self.rebalance.on_revoke,
+                                    on_lost=self.rebalance.on_lost)
+            self.complete("ok")
+        else:
+            self.invoke("assign", keys=keys)
+            self.consumer.assign([self.keymap.tp(k, OFFSET_BEGINNING) for k in keys])
+            self.complete("ok")
+
+    def close(self) -> None:
+        if getattr(self, "tp", None) is not None:
+            self.tp.abandon()
+        self.tp = None
+        close_consumer(getattr(self, "consumer", None))
+        self.consumer = None
+
+    def step(self) -> None:
+        if self.tp is None:
+            return
+        if not self.pacer.wait(self.spec.deadline):
+            time.sleep(min(0.05, max(0.0, self.spec.deadline - time.monotonic())))
+            return
+        plan = self.plans.txn()
+        process = self.process
+        done = self.runner.run(self.tp, plan.mops, plan.abort, consumer=self.consumer,
+                               group=self.group, rebalance=self.rebalance)
+        if self.process == process and needs_new_instance(done):
+            self.tp.abandon()
+            self.open_producer()
