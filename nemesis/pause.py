@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:
@@ -43,23 +44,34 @@ def same_process(ident: dict) -> bool:
     return stat is not None and stat[1] == ident.get("starttime")
 
 
-def pause_client(ident: dict) -> bool:
-    """SIGSTOP; False if the process is already gone."""
+def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0) -> bool:
+    """Sends sig, then waits until /proc shows the process (not) stopped,
+    since signal delivery is asynchronous. False if the process is gone."""
     if not same_process(ident):
         return False
-    os.kill(ident["pid"], signal.SIGSTOP)
+    try:
+        os.kill(ident["pid"], sig)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = process_state(ident["pid"])
+        if state is None:
+            return False
+        if (state in "Tt") == stopped:
+            break
+        time.sleep(0.01)
     return True
+
+
+def pause_client(ident: dict) -> bool:
+    """SIGSTOP; False if the process is already gone."""
+    return _signal_and_wait(ident, signal.SIGSTOP, stopped=True)
 
 
 def resume_client(ident: dict) -> bool:
     """SIGCONT if it is still the same process; False if it is gone."""
-    if not same_process(ident):
-        return False
-    try:
-        os.kill(ident["pid"], signal.SIGCONT)
-    except ProcessLookupError:
-        return False
-    return True
+    return _signal_and_wait(ident, signal.SIGCONT, stopped=False)
 
 
 def pause_nodes(lab, names) -> list[str]:

@@ -4,6 +4,7 @@ look at the network from inside the namespaces."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -67,47 +68,78 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", int(sys.argv[1])))
 s.settimeout(0.2)
 print("ready", flush=True)
-seen, end = set(), time.monotonic() + float(sys.argv[2])
+seen, end = {}, time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     try:
-        seen.add(s.recvfrom(64)[1][0])
+        data, (ip, _) = s.recvfrom(64)
+        seen.setdefault(ip, set()).add(data)
     except socket.timeout:
         pass
-print(" ".join(sorted(seen)), flush=True)
+print(" ".join(f"{ip}={len(d)}" for ip, d in sorted(seen.items())), flush=True)
 """
 _SEND = """
 import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for _ in range(5):
-    for ip in sys.argv[2:]:
-        s.sendto(b"x", (ip, int(sys.argv[1])))
-    time.sleep(0.05)
+count = int(sys.argv[2])
+for i in range(count):
+    for ip in sys.argv[3:]:
+        try:
+            s.sendto(str(i).encode(), (ip, int(sys.argv[1])))
+        except PermissionError:   # dropped in OUTPUT by iptables (emulated loss)
+            pass
+    time.sleep(0.25 / count)
 """
 
 
-def udp_reachability(lab) -> set[tuple[str, str]]:
-    """Every directed (source, destination) node pair whose datagrams arrive.
+def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 2.5) -> dict[tuple[str, str], int]:
+    """Distinct datagrams that arrived, per directed (source, destination) pair.
 
     UDP needs no answer, so unlike TCP it shows one-way cuts as one-way.
     """
     by_ip = {n.ip: n.name for n in lab.nodes}
     listeners = {}
     for node in lab.nodes:
-        proc = subprocess.Popen([*node.exec_prefix(), "python3", "-c", _LISTEN, str(UDP_PORT), "2.5"],
-                                stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([*node.exec_prefix(), sys.executable, "-c", _LISTEN, str(UDP_PORT),
+                                 str(listen_s)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
         listeners[node.name] = proc
-    senders = [subprocess.Popen([*node.exec_prefix(), "python3", "-c", _SEND, str(UDP_PORT),
-                                 *[o.ip for o in lab.nodes if o is not node]])
-               for node in lab.nodes]
-    for sender in senders:
-        sender.wait(timeout=10)
-    arrived = set()
+    procs = [subprocess.Popen([*node.exec_prefix(), sys.executable, "-c", _SEND, str(UDP_PORT), str(count),
+                               *[o.ip for o in lab.nodes if o is not node]])
+             for node in lab.nodes if senders is None or node.name in senders]
+    for proc in procs:
+        proc.wait(timeout=30)
+    arrived = {}
     for name, proc in listeners.items():
-        out, _ = proc.communicate(timeout=10)
-        arrived |= {(by_ip[ip], name) for ip in out.split() if ip in by_ip}
+        out, _ = proc.communicate(timeout=30)
+        for item in out.split():
+            ip, _, n = item.partition("=")
+            if ip in by_ip:
+                arrived[(by_ip[ip], name)] = int(n)
     return arrived
+
+
+def udp_reachability(lab) -> set[tuple[str, str]]:
+    """Every directed node pair whose datagrams arrive."""
+    return set(udp_counts(lab))
 
 
 def all_pairs(lab) -> set[tuple[str, str]]:
     return {(a.name, b.name) for a in lab.nodes for b in lab.nodes if a is not b}
+
+
+_CONNECT_MS = """
+import socket, statistics, sys, time
+times = []
+for _ in range(9):
+    start = time.monotonic()
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close()
+    times.append((time.monotonic() - start) * 1000)
+print(statistics.median(times))
+"""
+
+
+def tcp_connect_ms(prefix: list[str], ip: str, port: int = 9092) -> float:
+    """Median TCP connect time in ms from inside a namespace (one round trip)."""
+    out = subprocess.run([*prefix, sys.executable, "-c", _CONNECT_MS, ip, str(port)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return float(out)
