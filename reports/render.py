@@ -9,6 +9,7 @@ anomaly is never recomputed here. Missing fields render as a note.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import defaultdict
@@ -42,10 +43,19 @@ def write_report(run_dir, progress=None) -> Path:
 
 # ---------------------------------------------------------------- helpers
 
+def as_list(value) -> list:
+    """A results.json array field, [] when missing or of the wrong type."""
+    return value if isinstance(value, list) else []
+
+
 def ordered_anomalies(run: Run) -> list[tuple[str, dict]]:
     """Bad anomalies first, then permitted; larger counts first within each."""
-    items = [(name, a if isinstance(a, dict) else {}) for name, a in run.anomalies.items()]
-    return sorted(items, key=lambda item: (bool(item[1].get("allowed")), -int(item[1].get("count") or 0), item[0]))
+    def count(anomaly: dict) -> int:
+        value = anomaly.get("count")
+        return value if isinstance(value, int) else 0
+
+    items = list(run.anomalies.items())
+    return sorted(items, key=lambda item: (bool(item[1].get("allowed")), -count(item[1]), item[0]))
 
 
 def verdict_reason(run: Run) -> str:
@@ -68,7 +78,7 @@ def verdict_reason(run: Run) -> str:
     drain = run.test.get("drain")
     if not isinstance(drain, dict) or not drain.get("complete"):
         reasons.append("the final drain did not complete" if isinstance(drain, dict) else "no record of a complete drain")
-    stats = run.results.get("stats") or {}
+    stats = run.section("stats")
     if stats.get("ops") == 0:
         reasons.append("the history is empty")
     if run.verdict == "unknown":
@@ -80,7 +90,8 @@ def verdict_reason(run: Run) -> str:
 
 def fault_windows(run: Run) -> list[svg.FaultWindow]:
     windows = []
-    for window in run.results.get("nemesis") or []:
+    nemesis = run.results.get("nemesis")
+    for window in nemesis if isinstance(nemesis, list) else []:
         if not isinstance(window, dict) or not isinstance(window.get("start_s"), (int, float)):
             continue
         stop = window.get("stop_s")
@@ -91,13 +102,13 @@ def fault_windows(run: Run) -> list[svg.FaultWindow]:
 
 
 def duration_s(run: Run) -> float | None:
-    stats = run.results.get("stats") or {}
+    stats = run.section("stats")
     value = stats.get("duration_s") or run.test.get("duration_s") or run.test.get("time_limit_s")
     return float(value) if isinstance(value, (int, float)) else None
 
 
 def _setting(run: Run, name: str, *places: str):
-    config = run.results.get("config") or {}
+    config = run.section("config")
     if name in config:
         return config[name]
     for place in places:
@@ -156,7 +167,7 @@ def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
         for example in (anomaly.get("examples") or [])[:10]:
             if not isinstance(example, dict):
                 continue
-            times = [windows.ops[o].complete_time for o in example.get("ops") or []
+            times = [windows.ops[o].complete_time for o in as_list(example.get("ops"))
                      if o in windows.ops and windows.ops[o].complete_time is not None]
             at = example.get("time") if isinstance(example.get("time"), (int, float)) else min(times, default=None)
             if at is not None:
@@ -263,7 +274,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
     if not examples:
         parts.append('<p class="note">The checker recorded no examples of this anomaly.</p>')
     else:
-        partitions = run.results.get("partitions") or {}
+        partitions = run.section("partitions")
         rows = []
         for number, example in enumerate(examples, 1):
             key = example.get("key")
@@ -271,7 +282,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
             link = (f' <a href="#partition-{esc(key)}">log</a>' if str(key) in partitions else "")
             values = example.get("values", example.get("value"))
             offsets = example.get("offsets", example.get("offset"))
-            ops = example.get("ops") or []
+            ops = as_list(example.get("ops"))
             ops_html = "<ul class=\"ops\">" + "".join(_op_text(o, windows) for o in ops) + "</ul>" if ops else ""
             cycle = f'<div class="cycle">cycle: {esc(example.get("cycle"))}</div>' if example.get("cycle") else ""
             nemesis = _list(example.get("nemesis")) if example.get("nemesis") else '<span class="missing">none</span>'
@@ -283,7 +294,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
                      '<th>topic-partition</th><th>offset(s)</th><th>value(s)</th><th>ops involved</th>'
                      '<th>faults active</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
         for number, example in enumerate(examples[:TIMELINE_EXAMPLES], 1):
-            ids = [o for o in example.get("ops") or [] if isinstance(o, int)]
+            ids = [o for o in as_list(example.get("ops")) if isinstance(o, int)]
             if not ids:
                 continue
             clusters = windows.clusters(ids, TIMELINE_RADIUS)
@@ -321,17 +332,21 @@ def partitions_section(run: Run) -> str:
         note = "" if not run.anomalies else '<p class="note">results.json has no partition pictures (older checker?).</p>'
         return f'<section id="partitions"><h2>Partition logs</h2>{note}</section>' if note else ""
     highlight: dict[str, set] = defaultdict(set)
-    for anomaly in run.anomalies.values():
+    named_by: dict[str, set] = defaultdict(set)
+    for name, anomaly in run.anomalies.items():
         for example in (anomaly or {}).get("examples") or []:
+            if not isinstance(example, dict):
+                continue
+            named_by[str(example.get("key"))].add(name)
             offsets = example.get("offsets") if isinstance(example.get("offsets"), list) else [example.get("offset")]
             highlight[str(example.get("key"))].update(o for o in offsets if o is not None)
     parts = ['<section id="partitions"><h2>Partition logs</h2><p class="note">One cell per offset, left to right, '
-             'in rows of 50; outlined cells are the offsets named by an anomaly. Hover a cell for its value.</p>']
+             'in rows of 50; outlined (cyan) cells are the offsets named by an anomaly. Hover a cell for its value.</p>']
     statuses = set()
     for key, picture in sorted(partitions.items(), key=lambda kv: str(kv[0])):
         if not isinstance(picture, dict):
             continue
-        offsets = [o for o in picture.get("offsets") or [] if isinstance(o, dict)]
+        offsets = [o for o in as_list(picture.get("offsets")) if isinstance(o, dict)]
         counts: dict[str, int] = defaultdict(int)
         for entry in offsets:
             counts[str(entry.get("status"))] += 1
@@ -339,17 +354,18 @@ def partitions_section(run: Run) -> str:
         where = f'{picture.get("topic", "?")}-{picture.get("partition", "?")}'
         cut = ' <span class="note">(truncated to the offsets around the anomalies)</span>' if picture.get("truncated") else ""
         tally = ", ".join(f"{esc(s)}: {n}" for s, n in sorted(counts.items()))
+        names = ", ".join(f'<a href="#anomaly-{esc(n)}">{esc(n)}</a>' for n in sorted(named_by.get(str(key), ())))
         parts.append(f'<div class="partition" id="partition-{esc(key)}"><h3>key {esc(key)} &rarr; {esc(where)}{cut}</h3>'
-                     f'<p>{tally}</p>{svg.partition_log(offsets, highlight=highlight.get(str(key)))}</div>')
+                     f'<p>{f"anomalies here: {names}. " if names else ""}offsets by status: {tally}</p>{svg.partition_log(offsets, highlight=highlight.get(str(key)))}</div>')
     parts.append(svg.status_legend(statuses))
     parts.append("</section>")
     return "".join(parts)
 
 
 def charts_section(run: Run, faults, marks=()) -> str:
-    stats = run.results.get("stats") or {}
-    series = stats.get("timeseries") or {}
-    rows = [r for r in series.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("t"), (int, float))]
+    stats = run.section("stats")
+    series = stats.get("timeseries") if isinstance(stats.get("timeseries"), dict) else {}
+    rows = [r for r in as_list(series.get("rows")) if isinstance(r, dict) and isinstance(r.get("t"), (int, float))]
     parts = ['<section id="charts"><h2>Throughput and latency over time</h2>']
     parts.append(fault_legend(faults))
     if marks:
@@ -363,7 +379,7 @@ def charts_section(run: Run, faults, marks=()) -> str:
     by_f: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         by_f[str(row.get("f"))][str(row.get("type"))].append(row)
-    buckets = int(x_max / bucket) + 1
+    buckets = max(1, math.ceil(x_max / bucket - 1e-9))
     for f in sorted(by_f):
         throughput, errors, latency = [], [], []
         for kind in sorted(by_f[f], key=lambda k: (TYPE_ORDER.index(k) if k in TYPE_ORDER else 9, k)):
@@ -373,7 +389,9 @@ def charts_section(run: Run, faults, marks=()) -> str:
                 slot = int(row["t"] / bucket)
                 if 0 <= slot < buckets:
                     counts[slot] += float(row.get("count") or 0)
-            line = svg.Series(f"{f} {kind}", colour, [(i * bucket, c / bucket) for i, c in enumerate(counts)])
+            # the last bucket may be partial: divide by the time it covers, not by bucket_s
+            line = svg.Series(f"{f} {kind}", colour, [(i * bucket, c / max(min(bucket, x_max - i * bucket), bucket / 10))
+                                                      for i, c in enumerate(counts)])
             # failures are few next to successes: their own chart keeps an error burst visible
             if kind == "ok":
                 throughput.append(line)
@@ -419,7 +437,7 @@ def fault_legend(faults) -> str:
 
 
 def latency_table(stats: dict) -> str:
-    rows = [r for r in stats.get("latency") or [] if isinstance(r, dict)]
+    rows = [r for r in as_list(stats.get("latency")) if isinstance(r, dict)]
     if not rows:
         return ""
     body = "".join(f'<tr><td>{esc(r.get("f"))}</td><td><span class="outcome {esc(r.get("type"))}">{esc(r.get("type"))}</span></td>'
@@ -431,8 +449,9 @@ def latency_table(stats: dict) -> str:
 
 
 def lag_section(run: Run, faults, marks=()) -> str:
-    lag = (run.results.get("stats") or {}).get("lag") or {}
-    rows = [r for r in lag.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("t"), (int, float))
+    lag = run.section("stats").get("lag")
+    lag = lag if isinstance(lag, dict) else {}
+    rows = [r for r in as_list(lag.get("rows")) if isinstance(r, dict) and isinstance(r.get("t"), (int, float))
             and isinstance(r.get("lag_ms"), (int, float))]
     if not rows:
         return '<section id="lag"><h2>Consumer lag</h2><p class="note">results.json has no stats.lag.</p></section>'
@@ -468,13 +487,14 @@ def elle_section(run: Run) -> str:
 
 
 def stats_section(run: Run) -> str:
-    stats = run.results.get("stats") or {}
-    checker = run.results.get("checker") or {}
+    stats = run.section("stats")
+    checker = run.section("checker")
     if not stats and not checker:
         return ""
     cells = [(k, stats.get(k)) for k in ("ops", "ok", "fail", "info", "events") if k in stats]
-    by_f = stats.get("by_f") or {}
-    cells += [(f"{f}", ", ".join(f"{t} {fmt_num(n)}" for t, n in (counts or {}).items())) for f, counts in sorted(by_f.items())]
+    by_f = stats.get("by_f") if isinstance(stats.get("by_f"), dict) else {}
+    cells += [(f"{f}", ", ".join(f"{t} {fmt_num(n)}" for t, n in counts.items()))
+              for f, counts in sorted(by_f.items()) if isinstance(counts, dict)]
     if checker:
         cells.append(("checker", ", ".join(f"{k} {fmt_num(v)}" for k, v in sorted(checker.items()))))
     body = "".join(f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">'
@@ -496,7 +516,7 @@ def example_op_ids(run: Run) -> list[int]:
     for anomaly in run.anomalies.values():
         for example in (anomaly or {}).get("examples") or []:
             if isinstance(example, dict):
-                ids.extend(o for o in example.get("ops") or [] if isinstance(o, int))
+                ids.extend(o for o in as_list(example.get("ops")) if isinstance(o, int))
     return ids
 
 

@@ -36,7 +36,20 @@ class Run:
     @property
     def anomalies(self) -> dict[str, dict]:
         anomalies = self.results.get("anomalies")
-        return anomalies if isinstance(anomalies, dict) else {}
+        if not isinstance(anomalies, dict):
+            return {}
+        out = {}
+        for name, anomaly in anomalies.items():
+            anomaly = dict(anomaly) if isinstance(anomaly, dict) else {}
+            examples = anomaly.get("examples")
+            anomaly["examples"] = [e for e in examples if isinstance(e, dict)] if isinstance(examples, list) else []
+            out[str(name)] = anomaly
+        return out
+
+    def section(self, name: str) -> dict:
+        """A results.json object field, {} when missing or of the wrong type."""
+        value = self.results.get(name)
+        return value if isinstance(value, dict) else {}
 
     def key_location(self, key) -> str | None:
         """'topic-partition' for a logical key, from test.json's key map."""

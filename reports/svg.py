@@ -39,6 +39,7 @@ STATUS_MEANING = {
     "inconsistent": "different values at this offset",
     "unacked": "read, but its send was not acknowledged",
 }
+HIGHLIGHT = "#00b8d9"   # outline of cells an anomaly names: unlike every status colour
 OUTCOME_COLOURS = {"ok": "#2e9e5b", "fail": "#d62728", "info": "#f0a202"}
 
 
@@ -207,7 +208,7 @@ def partition_log(offsets: list[dict], *, highlight: set | None = None, columns:
         colour = STATUS_COLOURS.get(status, "#cccccc")
         offset = entry.get("offset")
         strong = offset in highlight
-        stroke = ' stroke="#000" stroke-width="2"' if strong else ' stroke="#fff" stroke-width="1"'
+        stroke = f' stroke="{HIGHLIGHT}" stroke-width="3"' if strong else ' stroke="#fff" stroke-width="1"'
         values = entry.get("values")
         parts.append(f'<rect class="cell status-{esc(status)}" x="{x}" y="{y}" width="{cell}" height="{cell}" '
                      f'fill="{colour}"{stroke}><title>offset {esc(offset)}: value(s) {esc(values)}, '
@@ -225,6 +226,8 @@ def status_legend(statuses) -> str:
                          f'<b>{esc(status)}</b> {esc(STATUS_MEANING[status])}')
     for status in sorted(set(statuses) - set(STATUS_COLOURS)):
         items.append(f'<span class="swatch" style="background:#cccccc"></span><b>{esc(status)}</b>')
+    items.append(f'<span class="swatch" style="background:#fff;border:3px solid {HIGHLIGHT}"></span>'
+                 '<b>outlined</b> offset named by an anomaly')
     return '<div class="legend">' + " &nbsp; ".join(items) + "</div>"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 
@@ -134,3 +135,23 @@ def test_report_outside_a_store_does_not_index_the_parent(tmp_path, capsys):
     assert main(["report", str(run)]) == 0
     assert not (tmp_path.parent / "index.html").exists()
     assert "not inside a store" in capsys.readouterr().out
+
+
+def test_malformed_fields_degrade_instead_of_crashing(tmp_path):
+    run = make_run(tmp_path / "r", minimal_results=True)
+    (run / "results.json").write_text(json.dumps({
+        "verdict": "invalid",
+        "anomalies": {"lost-write": 3, "duplicate": {"count": "many", "allowed": True, "examples": "none"},
+                      "aborted-read": {"count": 1, "examples": [1, "x", {"key": None, "ops": ["a", 5]}, {"ops": 9}]}},
+        "stats": {"timeseries": {"rows": [1, {"t": "x"}, {"t": 0, "f": "send", "type": "ok", "count": None}]},
+                  "lag": {"rows": 7}, "latency": 3, "by_f": {"send": 2}},
+        "config": [], "checker": "x",
+        "nemesis": [1, {"start_s": "a"}, {"f": "kill", "start_s": 1.0, "stop_s": None}],
+        "partitions": {"1": 5, "2": {"offsets": [None, {"offset": 1}]}},
+        "elle": "no",
+    }))
+    page = page_of(run)
+    assert 'data-verdict="invalid"' in page and 'id="anomaly-aborted-read"' in page
+    assert "never healed" in page
+    (run / "results.json").write_text(json.dumps({"verdict": 3, "anomalies": [], "stats": "x", "nemesis": {}}))
+    assert 'data-verdict="unknown"' in page_of(run)
