@@ -270,6 +270,9 @@ def process_timeline(ops, windows: list[FaultWindow], highlight: set, *, width: 
                + (f" error {o.error}" if o.error else "") + (f" [{o.summary()}]" if o.summary() else ""))
         parts.append(f'<rect class="op{" involved" if strong else ""}" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 3):.1f}" '
                      f'height="{lane - 6}" fill="{colour}"{stroke}><title>{esc(tip)}</title></rect>')
+        if strong:
+            parts.append(f'<text x="{max(x1, x0 + 3) + 3:.1f}" y="{y + lane - 8}" font-size="10" font-weight="bold">'
+                         f'op {esc(o.op)} {esc(o.f)} {esc(o.type)}</text>')
     axis_y = top + lane * len(processes)
     for i in range(6):
         t = t0 + (t1 - t0) * i / 5

@@ -20,6 +20,7 @@ def test_lists_every_run_newest_first_with_verdict_and_counts(tmp_path):
     assert main(["report", str(store / "kafka-b" / "20261122T090000")]) == 0
     page = (store / "index.html").read_text()
     order = re.findall(r'<tr class="run ([a-z-]+)"><td><a href="([^"]+)"', page)
+    assert "2026-11-22 09:00 UTC" in page
     assert order == [("invalid", "kafka-b/20261122T090000/report.html"),
                      ("not-checked", "kafka-a/20261121T100000"),
                      ("valid", "kafka-a/20261120T100000")]
