@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import shutil
 import sys
 import time
@@ -140,6 +141,8 @@ def main() -> int:
     print(f"events: {args.events:,}  page: {page.stat().st_size / 1e6:.1f} MB  svg pictures: {svgs}")
     print(f"write report.html: {write_s:.2f} s (goal < 20 s)  {'OK' if write_s < 20 else 'SLOW'}")
     print(f"write junit.xml: {junit_s:.2f} s")
+    print(f"peak memory of this process (history streamed, never loaded): "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     print(f"open in headless chromium (navigationStart -> loadEventEnd): {open_ms / 1000:.2f} s (goal < 3 s)  "
           f"{'OK' if open_ms < 3000 else 'SLOW'}")
     return 0
