@@ -64,19 +64,27 @@ class KafkaAdmin:
         return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
 
     def partitions(self, topic: str) -> dict[int, dict]:
-        """{partition: {"leader": id or -1, "replicas": [...], "isr": [...]}}."""
-        try:
-            metadata = self._client.list_topics(topic, timeout=self.timeout)
-        except KafkaException as error:
-            raise GregorError(f"cannot read metadata for {topic!r}: {error.args[0].str()}") from None
-        found = metadata.topics.get(topic)
-        if found is None or found.error is not None:
+        """{partition: {"leader": id or -1, "replicas": [...], "isr": [...]}}.
+
+        A broker that has not yet seen a new topic answers "unknown topic";
+        that is asked again for a few seconds before it counts as an error.
+        """
+        deadline = time.monotonic() + min(self.timeout, 5)
+        while True:
+            try:
+                metadata = self._client.list_topics(topic, timeout=self.timeout)
+            except KafkaException as error:
+                raise GregorError(f"cannot read metadata for {topic!r}: {error.args[0].str()}") from None
+            found = metadata.topics.get(topic)
+            if found is not None and found.error is None:
+                return {
+                    pid: {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
+                    for pid, p in sorted(found.partitions.items())
+                }
             reason = found.error.str() if found is not None and found.error else "no such topic"
-            raise GregorError(f"topic {topic!r}: {reason}")
-        return {
-            pid: {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
-            for pid, p in sorted(found.partitions.items())
-        }
+            if time.monotonic() > deadline:
+                raise GregorError(f"topic {topic!r}: {reason}")
+            time.sleep(0.2)
 
     def leader(self, topic: str, partition: int) -> int:
         """Broker id leading the partition, or -1 while it has none."""

@@ -163,8 +163,11 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
     (work / "libs").mkdir(parents=True)
     (work / "pom.xml").write_text(_pom(version))
     progress(f"fetching org.apache.kafka:kafka_2.13:{version} and its runtime dependencies from Maven Central")
+    # GREGOR_MAVEN_SETTINGS: a settings.xml for a mirror or proxy (also used by the tests).
+    settings = os.environ.get("GREGOR_MAVEN_SETTINGS")
     result = subprocess.run(
-        [mvn, "-B", "-q", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+        [mvn, "-B", "-ntp", "-Dstyle.color=never", *(["-s", settings] if settings else []),
+         "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
          "-DincludeScope=runtime", f"-DoutputDirectory={work / 'libs'}"],
         capture_output=True, text=True,
     )

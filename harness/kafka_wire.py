@@ -122,3 +122,46 @@ def find_coordinator(host: str, port: int, key: str, key_type: int, timeout: flo
     if error:
         raise KafkaProtocolError(error, f"FindCoordinator({key!r}) {message or ''}".strip())
     return _read(data, ">i")
+
+
+METADATA = 3
+
+
+def _int32_array(buf: io.BytesIO) -> list[int]:
+    count = _read(buf, ">i")
+    return [_read(buf, ">i") for _ in range(max(count, 0))]
+
+
+def metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dict[str, dict]:
+    """One broker's own view of `topics` (Metadata v4), asked of that broker alone.
+
+    {topic: {"error": code, "partitions": {pid: {"leader", "replicas", "isr"}}}}.
+    Brokers learn metadata at different moments; asking each one directly is
+    how `wait_healthy` knows that every broker agrees, not just one of them.
+    """
+    body = struct.pack(">i", len(topics))
+    for topic in topics:
+        raw = topic.encode()
+        body += struct.pack(">h", len(raw)) + raw
+    body += struct.pack(">b", 0)  # never auto-create
+    data = _exchange(host, port, METADATA, 4, body, flexible=False, timeout=timeout)
+    _read(data, ">i")  # throttle time
+    for _ in range(_read(data, ">i")):  # brokers
+        _read(data, ">i"), _string(data), _read(data, ">i"), _string(data)
+    _string(data)      # cluster id
+    _read(data, ">i")  # controller id (a random broker under KRaft)
+    result: dict[str, dict] = {}
+    for _ in range(_read(data, ">i")):
+        error = _read(data, ">h")
+        name = _string(data)
+        _read(data, ">b")  # is_internal
+        partitions = {}
+        for _ in range(_read(data, ">i")):
+            _read(data, ">h")  # partition error
+            index = _read(data, ">i")
+            leader = _read(data, ">i")
+            replicas = _int32_array(data)
+            isr = _int32_array(data)
+            partitions[index] = {"leader": leader, "replicas": replicas, "isr": isr}
+        result[name] = {"error": error, "partitions": dict(sorted(partitions.items()))}
+    return result

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import kafka_config, kafka_install, netns
+from harness import kafka_config, kafka_install, kafka_wire, netns
 from harness.errors import GregorError
 from harness.kafka_admin import KafkaAdmin
 from harness.local_node import Node, proc_cmdline, reap_children
@@ -238,6 +238,9 @@ class Lab:
                      progress: Callable[[str], None] | None = None, since: float | None = None) -> float:
         """Waits until every partition has a leader and a full ISR; returns seconds taken.
 
+        Every broker is asked on its own and all must agree, because brokers
+        learn metadata at different moments and one early view proves little.
+
         Without `topics` it checks (creating if needed) the lab's health topic,
         one partition per node with min(3, nodes) replicas.
         """
@@ -257,11 +260,7 @@ class Lab:
                 if not created:
                     admin.create_topic(HEALTH_TOPIC, partitions=len(self.nodes), replication_factor=rf)
                     created = True
-                bad = []
-                for topic in topics:
-                    for pid, part in admin.partitions(topic).items():
-                        if part["leader"] < 0 or sorted(part["isr"]) != sorted(part["replicas"]):
-                            bad.append(f"{topic}/{pid} leader {part['leader']} isr {part['isr']}")
+                bad = self._unhealthy(topics)
                 if not bad:
                     elapsed = time.monotonic() - since
                     if progress:
@@ -274,6 +273,27 @@ class Lab:
             if time.monotonic() > deadline:
                 raise GregorError(f"lab {self.name} not healthy after {timeout:.0f} s: {last}")
             time.sleep(0.25)
+
+    def _unhealthy(self, topics: list[str]) -> list[str]:
+        """What keeps `topics` from being healthy in the view of every broker."""
+        bad: list[str] = []
+        leaders: dict[tuple[str, int], set[int]] = {}
+        for node in self.nodes:
+            try:
+                view = kafka_wire.metadata(node.ip, kafka_config.BROKER_PORT, topics, timeout=3)
+            except (OSError, GregorError) as error:
+                return [f"{node.name} does not answer: {error}"]
+            for topic in topics:
+                found = view.get(topic)
+                if found is None or found["error"] or not found["partitions"]:
+                    bad.append(f"{node.name} does not know {topic} yet")
+                    continue
+                for pid, part in found["partitions"].items():
+                    leaders.setdefault((topic, pid), set()).add(part["leader"])
+                    if part["leader"] < 0 or sorted(part["isr"]) != sorted(part["replicas"]):
+                        bad.append(f"{topic}/{pid} per {node.name}: leader {part['leader']} isr {part['isr']}")
+        bad += [f"{t}/{p}: brokers disagree on the leader {sorted(l)}" for (t, p), l in leaders.items() if len(l) > 1]
+        return bad
 
     def status(self) -> dict:
         """Nodes, addresses, process states, controller and partition leaders."""
@@ -302,8 +322,8 @@ class Lab:
         netns.check_member_name(name)
         if any(n.name == name for n in self.nodes):
             raise GregorError(f"client namespace {name!r} clashes with a node name; pick another")
-        clients = self._state.setdefault("clients", {})
         _reload_clients(self)
+        clients = self._state.setdefault("clients", {})
         ip = clients.get(name)
         if ip is None:
             used = set(clients.values())
