@@ -115,6 +115,8 @@ class NemesisRunner:
             self._active[entry["id"]] = entry
             self._counts[step.fault] += 1
             self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
+                              **({"shape": step.shape} if step.shape else {}),
+                              **({"profile": step.profile} if step.profile else {}),
                               "role": entry.get("role"), "nodes": entry.get("nodes", [])})
             self.progress(f"nemesis: {step.fault} {entry.get('role')} {entry.get('nodes', [])}")
             return entry
@@ -147,7 +149,11 @@ class NemesisRunner:
         return now() if now else None
 
     def _install_sigterm(self) -> None:
+        """Only where nobody handles SIGTERM yet: `gregor run` has its own
+        handler (it turns SIGTERM into an interrupt that reaches stop())."""
         if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return
 
         def terminate(signum, frame):
