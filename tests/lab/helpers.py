@@ -49,3 +49,25 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) 
     finally:
         consumer.close()
     return values
+
+
+def leftovers(name: str) -> list[str]:
+    """Everything of lab `name` that still exists: namespaces, links, processes, dirs, state."""
+    from pathlib import Path
+
+    from harness import netns
+    from harness.lab import LABS_DIR, state_path
+    from harness.local_node import proc_cmdline
+
+    found = [f"namespace {ns}" for ns in netns.namespaces() if ns.startswith(f"{name}-")]
+    links = netns.run(["ip", "-o", "link", "show"], check=False).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
+              if line.split(":")[1].strip().startswith(f"{name}-")]
+    marker = f"{LABS_DIR / name}/"
+    found += [f"process {p.name}" for p in Path("/proc").iterdir()
+              if p.name.isdigit() and any(marker in arg for arg in proc_cmdline(int(p.name)))]
+    if (LABS_DIR / name).exists():
+        found.append(f"dir {LABS_DIR / name}")
+    if state_path(name).exists():
+        found.append(f"state {state_path(name)}")
+    return found

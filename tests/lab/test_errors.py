@@ -1,0 +1,73 @@
+"""Bad input gets one line that says what to fix (exit 2), checked through the CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import kafka_install
+from harness.cli import main
+from lab.helpers import needs_root
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gregor: error: ") and "\n" not in err, err
+    return err
+
+
+def test_unknown_version_lists_the_known_ones(capsys):
+    err = one_line_error(capsys, ["lab", "up", "--lab", "labe", "--version", "9.9.9"])
+    assert "unknown Kafka version '9.9.9'" in err
+    assert all(v in err for v in ("3.8.1", "3.9.1", kafka_install.KNOWN_VERSIONS[-1]))
+    assert "9.9.9" in one_line_error(capsys, ["kafka", "install", "--version", "9.9.9"])
+
+
+def test_node_count_below_one(capsys):
+    assert "at least 1" in one_line_error(capsys, ["lab", "up", "--lab", "labe", "--nodes", "0"])
+
+
+def test_not_root(capsys, monkeypatch):
+    monkeypatch.setattr("harness.lab.os.geteuid", lambda: 1000)
+    assert "needs root" in one_line_error(capsys, ["lab", "up", "--lab", "labe"])
+    assert "needs root" in one_line_error(capsys, ["lab", "down", "--lab", "labe"])
+
+
+@needs_root
+def test_java_missing(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "java not found" in one_line_error(capsys, ["lab", "up", "--lab", "labe"])
+
+
+def test_bad_lab_name_and_bad_broker_setting(capsys):
+    assert "bad lab name" in one_line_error(capsys, ["lab", "up", "--lab", "Has_Caps"])
+    assert "key=value" in one_line_error(capsys, ["lab", "up", "--lab", "labe", "--broker-config", "oops"])
+
+
+def test_no_lab_up(capsys):
+    assert "no lab named 'labnone'" in one_line_error(capsys, ["lab", "status", "--lab", "labnone"])
+
+
+def test_maven_central_unreachable(capsys, monkeypatch, tmp_path):
+    # A real Maven run against a mirror on a closed local port and an empty local repository.
+    settings = tmp_path / "settings.xml"
+    settings.write_text(
+        f"<settings><localRepository>{tmp_path / 'm2'}</localRepository><mirrors><mirror>"
+        "<id>closed</id><mirrorOf>*</mirrorOf><url>http://127.0.0.1:9/maven2</url>"
+        "</mirror></mirrors></settings>"
+    )
+    monkeypatch.setenv("GREGOR_MAVEN_SETTINGS", str(settings))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    err = one_line_error(capsys, ["kafka", "install", "--version", "3.8.1"])
+    assert "Maven Central is unreachable" in err
+    assert not (tmp_path / "cache" / "gregor" / "kafka" / "3.8.1").exists()
+
+
+def test_second_install_is_cached_and_never_runs_maven(tmp_path):
+    first = kafka_install.install(kafka_install.DEFAULT_VERSION, progress=lambda _m: None)
+    assert any(first.libs.glob("kafka_2.13-*.jar")) and first.log4j_config.is_file()
+    messages: list[str] = []
+    second = kafka_install.install(kafka_install.DEFAULT_VERSION, progress=messages.append,
+                                   mvn=str(tmp_path / "no-such-maven"))
+    assert second == first
+    assert messages == [f"Kafka {first.version} already installed in {first.home}"]

@@ -1,0 +1,71 @@
+"""lab up / status / down through the CLI, and teardown after Ctrl-C or a crash."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import netns
+from harness.cli import main
+from harness.lab import LABS_DIR, Lab, state_path
+from lab.helpers import leftovers, needs_root
+
+pytestmark = [pytest.mark.lab, needs_root]
+GREGOR = str(Path(sys.executable).with_name("gregor"))
+
+
+def test_cli_round_trip_on_kafka_3_8_leaves_nothing_behind(capsys):
+    name = "labc"
+    Lab.down(name, progress=lambda _m: None)
+    try:
+        assert main(["lab", "up", "--lab", name, "--version", "3.8.1",
+                     "--broker-config", "log.retention.ms=-1"]) == 0
+        out = capsys.readouterr().out
+        assert "lab up took" in out and "3 in-sync replicas" in out
+        assert "log.retention.ms=-1" in (LABS_DIR / name / "n1" / "server.properties").read_text()
+        assert main(["lab", "status", "--lab", name]) == 0
+        status = capsys.readouterr().out
+        assert "Kafka 3.8.1" in status and "active controller: " in status
+        assert "gregor-health/0: leader" in status
+        assert status.count("running") == 3
+    finally:
+        assert main(["lab", "down", "--lab", name]) == 0
+    assert leftovers(name) == []
+    assert main(["lab", "down", "--lab", name]) == 0  # idempotent
+    assert "nothing to remove" in capsys.readouterr().out
+
+
+def test_ctrl_c_during_lab_up_leaves_nothing_behind():
+    name = "labi"
+    Lab.down(name, progress=lambda _m: None)
+    proc = subprocess.Popen([GREGOR, "lab", "up", "--lab", name, "--nodes", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while f"{name}-n2" not in netns.namespaces() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"{name}-n2" in netns.namespaces(), "lab up never got as far as creating namespaces"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert leftovers(name) == []
+    Lab.down(name, progress=lambda _m: None)
+
+
+def test_down_cleans_a_lab_whose_state_file_is_gone():
+    name = "labk"
+    Lab.down(name, progress=lambda _m: None)
+    up = subprocess.run([GREGOR, "lab", "up", "--lab", name, "--nodes", "1"], capture_output=True, text=True)
+    assert up.returncode == 0, up.stderr
+    state_path(name).unlink()  # as if the controller crashed before it could record anything
+    assert leftovers(name), "the lab should be running"
+    Lab.down(name, progress=lambda _m: None)
+    assert leftovers(name) == []
