@@ -118,8 +118,12 @@ class KafkaAdmin:
 
     def controller(self) -> int:
         """Node id of the active KRaft controller (the metadata quorum leader)."""
-        return self._ask("active controller",
-                         lambda h, p: kafka_wire.active_controller(h, p, timeout=self.timeout))
+        def ask(host: str, port: int) -> int:
+            leader = kafka_wire.active_controller(host, port, timeout=self.timeout)
+            if leader < 0:  # an election is running: ask again
+                raise kafka_wire.KafkaProtocolError(15, "DescribeQuorum: no leader yet")
+            return leader
+        return self._ask("active controller", ask)
 
     def group_coordinator(self, group_id: str) -> int:
         return self._ask(f"coordinator of group {group_id!r}",

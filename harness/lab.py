@@ -124,6 +124,7 @@ class Lab:
            jvm_opts: list[str] | None = None, timeout: float = 120) -> "Lab":
         """Creates namespaces, formats storage, starts every broker, waits until healthy."""
         started = time.monotonic()
+        progress = progress or (lambda _message: None)
         name = lab_name(name)
         version = kafka_install.check_version(version or kafka_install.DEFAULT_VERSION)
         if not isinstance(nodes, int) or nodes < 1:
@@ -210,6 +211,7 @@ class Lab:
     @classmethod
     def down(cls, name: str | None = None, progress: Callable[[str], None] = print) -> None:
         """Removes every trace of the lab; safe to repeat, works after a crash."""
+        progress = progress or (lambda _message: None)
         name = lab_name(name)
         require_root()
         lab_dir = LABS_DIR / name

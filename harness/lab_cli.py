@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
-import time
 
 from harness import kafka_config, kafka_install
 from harness.errors import GregorError

@@ -228,4 +228,6 @@ class Node:
 
 
 def _as_list(ips) -> list:
-    return [ips] if isinstance(ips, str) else list(ips)
+    """Addresses from one address, a list of them, or objects with an `ip` (nodes, clients)."""
+    items = [ips] if isinstance(ips, str) or hasattr(ips, "ip") else list(ips)
+    return [getattr(item, "ip", item) for item in items]
