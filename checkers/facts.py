@@ -9,12 +9,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from checkers.load import STORAGE, Tables
+from checkers.load import Tables
 
 
 def _cached(t: Tables, name: str, build) -> DataFrame:
     if name not in t.cache:
-        t.cache[name] = build().persist(STORAGE)
+        # A local checkpoint, not persist: it cuts the lineage, so the plans
+        # of finders built on several facts stay small and quick to plan.
+        t.cache[name] = build().localCheckpoint(eager=True)
     return t.cache[name]
 
 

@@ -114,25 +114,29 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
         test = read_test(directory)
     keys = known_keys(test)
     events = _numbered_events(spark, history)
-    paired = _pair(events).persist(STORAGE)
+    # Checkpoints, not persist: they cut the lineage, so later plans stay small.
+    paired = _pair(events).localCheckpoint(eager=True)
     _validate(paired, keys, history)
-    ops = _ops(paired).persist(STORAGE)
-    mops = _mops(ops, paired).persist(STORAGE)
+    ops = _ops(paired).localCheckpoint(eager=True)
+    mops = _mops(ops, paired).localCheckpoint(eager=True)
     return Tables(spark=spark, test=test, events=paired, ops=ops, mops=mops, directory=directory)
 
 
 def _numbered_events(spark: SparkSession, history: Path) -> DataFrame:
-    """Parses each line, keeping its 1-based line number (`line`) and text (`text`).
+    """Parses each line, keeping its 1-based line number (`line`) and whether it is blank.
 
     Line numbers come from monotonically_increasing_id (partition id in the
     high bits) plus the row counts of earlier partitions: no Python rows.
     """
     text = spark.read.text(str(history)).withColumn("_id", F.monotonically_increasing_id())
-    counts = dict(
-        (row["pid"], row["n"])
-        for row in text.groupBy((F.col("_id") / F.lit(2 ** 33)).cast("long").alias("pid"))
-        .agg(F.count(F.lit(1)).alias("n")).collect()
-    )
+    if text.rdd.getNumPartitions() <= 1:
+        counts = {0: 0}  # one partition: the row number is the line number, no counting job
+    else:
+        counts = dict(
+            (row["pid"], row["n"])
+            for row in text.groupBy(F.shiftright(F.col("_id"), 33).alias("pid"))
+            .agg(F.count(F.lit(1)).alias("n")).collect()
+        )
     starts, total = [], 0
     for pid in range(max(counts, default=-1) + 1):
         starts.append(total)
@@ -142,8 +146,8 @@ def _numbered_events(spark: SparkSession, history: Path) -> DataFrame:
     start = F.element_at(F.array(*[F.lit(s) for s in starts] or [F.lit(0)]).cast("array<long>"), (pid + 1).cast("int"))
     parsed = F.from_json("value", EVENT_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
     return (text.withColumn("line", start + within + 1)
-            .select("line", F.col("value").alias("text"), parsed.alias("e"))
-            .select("line", "text", "e.*"))
+            .select("line", (F.trim(F.col("value")) == "").alias("blank"), parsed.alias("e"))
+            .select("line", "blank", "e.*"))
 
 
 def _pair(events: DataFrame) -> DataFrame:
@@ -191,7 +195,7 @@ def _row_problem(keys: list[int]) -> F.Column:
         F.try_element_at(F.filter(rebalance_keys, unknown), F.lit(1)),
     )
     return _first([
-        (F.trim(F.col("text")) == "", F.lit("empty line (history.jsonl holds one JSON event per line)")),
+        (F.col("blank"), F.lit("empty line (history.jsonl holds one JSON event per line)")),
         (F.col(CORRUPT).isNotNull(), F.lit("CORRUPT")),
         (F.col("index").isNull(), F.lit("missing \"index\"")),
         (F.col("index") != F.col("line") - 1,
@@ -235,7 +239,7 @@ def _pair_problem() -> F.Column:
 def _validate(paired: DataFrame, keys: list[int], history: Path) -> None:
     row_problem = _row_problem(keys)
     pair_problem = _pair_problem()
-    flagged = (paired.select("line", "text", row_problem.alias("row_problem"), pair_problem.alias("pair_problem"))
+    flagged = (paired.select("line", F.col(CORRUPT).alias("text"), row_problem.alias("row_problem"), pair_problem.alias("pair_problem"))
                .where(F.col("row_problem").isNotNull() | F.col("pair_problem").isNotNull()))
     # Problems of a line itself come first: a broken line also breaks pairing after it.
     first = (flagged.orderBy(F.col("row_problem").isNull(), "line").limit(1).collect())
