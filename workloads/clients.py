@@ -57,6 +57,7 @@ class ClientSpec:
     group: str | None = None
     netns: str | None = None
     extra: dict = field(default_factory=dict)
+    log_path: str | None = None   # where the client's stderr (librdkafka's log) goes
 
 
 class Link:
@@ -173,6 +174,10 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
     """Entry point of a client process."""
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when to stop
+    if spec.log_path:
+        fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
     link = Link(conn, spec)
     client = None
     try:

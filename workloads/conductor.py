@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 
 class ClientFaults:
@@ -73,10 +74,15 @@ class ClientFaults:
 class Conductor(threading.Thread):
     """A background schedule of client faults; stop() heals what it did."""
 
-    def __init__(self, faults: ClientFaults, name: str):
+    def __init__(self, faults: ClientFaults, name: str, deadline: float | None = None):
         super().__init__(name=name, daemon=True)
         self.faults = faults
         self.halt = threading.Event()
+        self.deadline = deadline          # time.monotonic() at which the main phase ends
+
+    def room_for(self, seconds: float) -> bool:
+        """Whether a fault held this long still ends before the main phase does."""
+        return self.deadline is None or time.monotonic() + seconds < self.deadline
 
     def sleep(self, seconds: float) -> bool:
         """False when stopped during the sleep."""

@@ -35,10 +35,10 @@ NOT_WRITTEN = {
     "_PURGE_QUEUE": "purged from the client queue before it was sent",
     "_UNKNOWN_PARTITION": "the partition does not exist; nothing was sent",
     "_UNKNOWN_TOPIC": "the topic does not exist; nothing was sent",
-    "_MSG_SIZE_TOO_LARGE": "refused by the client before sending",
+    "INVALID_MSG_SIZE": "refused before appending",
     "MSG_SIZE_TOO_LARGE": "refused by the broker before appending",
     "INVALID_RECORD": "refused by the broker before appending",
-    "CORRUPT_MESSAGE": "refused by the broker before appending",
+    "INVALID_MSG": "refused by the broker (corrupt) before appending",
     "TOPIC_AUTHORIZATION_FAILED": "refused: not authorized",
     "CLUSTER_AUTHORIZATION_FAILED": "refused: not authorized",
     "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "refused: not authorized",
@@ -56,7 +56,8 @@ NOT_WRITTEN = {
 # timeout) may have been, so they are definite only without retries.
 REJECTED_ATTEMPT = {
     "NOT_ENOUGH_REPLICAS": "the leader refused: fewer in-sync replicas than min.insync.replicas",
-    "NOT_LEADER_OR_FOLLOWER": "the broker is not the leader; not appended",
+    # librdkafka's name for NOT_LEADER_OR_FOLLOWER (code 6)
+    "NOT_LEADER_FOR_PARTITION": "the broker is not the leader; not appended",
     "LEADER_NOT_AVAILABLE": "no leader; not appended",
     "KAFKA_STORAGE_ERROR": "the leader could not write; not appended",
     "OUT_OF_ORDER_SEQUENCE_NUMBER": "the idempotent sequence was refused; not appended",

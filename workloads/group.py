@@ -36,8 +36,8 @@ class GroupConductor(Conductor):
     """Alternately pauses a member past its session timeout and kills one."""
 
     def __init__(self, faults, members: list[int], seed: int, session_timeout_s: float,
-                 every_s: float = 4.0):
-        super().__init__(faults, "group-conductor")
+                 every_s: float = 4.0, deadline: float | None = None):
+        super().__init__(faults, "group-conductor", deadline)
         self.members = members
         self.rng = random.Random(f"group:{seed}")
         self.pause_s = session_timeout_s + 2.0
@@ -49,6 +49,8 @@ class GroupConductor(Conductor):
         turn = 0
         while self.sleep(self.every_s * (0.5 + self.rng.random())):
             slot = self.rng.choice(self.members)
+            if not self.room_for(self.pause_s + 1.0 if turn % 2 == 0 else 3.0):
+                break
             if turn % 2 == 0:
                 if self.faults.pause(slot, "rebalance: past session.timeout.ms"):
                     if not self.sleep(self.pause_s):

@@ -110,7 +110,7 @@ def heal_before(lab) -> None:
 
 
 def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, deadline: float,
-                run_id: str, lab) -> list[ClientSpec]:
+                run_id: str, lab, log_dir: str | None = None) -> list[ClientSpec]:
     all_keys = sorted(int(k) for k in keys)
     n = cfg["concurrency"]
     options = {
@@ -140,11 +140,13 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
             txn_id=txn_id,
             group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
                                                    ("consumer", "txn", "member"))) else None,
-            netns=netns, extra=dict(layout.get("extra", {}))))
+            netns=netns, extra=dict(layout.get("extra", {})),
+            log_path=os.path.join(log_dir, f"client-{slot}.log") if log_dir else None))
     return specs
 
 
-def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool) -> list:
+def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool,
+                   deadline: float) -> list:
     if cfg["workload"] == "zombie":
         from workloads.zombie import ZombieConductor
         pairs: dict[int, list[int]] = {}
@@ -152,11 +154,12 @@ def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, poo
         for spec in specs:
             pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
             txn_ids[spec.extra["pair"]] = spec.txn_id
-        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids)]
+        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline)]
     if cfg["workload"] == "group":
         from workloads.group import GroupConductor
         members = [s.slot for s in specs if s.role == "member"]
-        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0)]
+        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0,
+                               deadline=deadline)]
     return []
 
 
@@ -260,9 +263,11 @@ def run(cfg: dict) -> int:
     ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault)
     deadline = time.monotonic() + cfg["time_limit"]
     specs = build_specs(cfg, module, keys, lab.bootstrap_servers, start_ns,
-                        deadline, os.path.basename(run_dir), lab)
+                        deadline, os.path.basename(run_dir), lab,
+                        log_dir=os.path.join(run_dir, "clients"))
+    os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
     faults = ClientFaults(pool, ctx.record)
-    conductors = conductors_for(cfg, specs, faults, pool)
+    conductors = conductors_for(cfg, specs, faults, pool, deadline)
     runner = None
     interrupted = False
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)

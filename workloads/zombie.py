@@ -93,8 +93,9 @@ class ZombieConductor(Conductor):
     """Pauses the active instance of a pair and activates its partner."""
 
     def __init__(self, faults, pool, pairs: dict[int, list[int]], seed: int,
-                 txn_ids: dict[int, str], hold_s: float = 2.0, every_s: float = 3.0):
-        super().__init__(faults, "zombie-conductor")
+                 txn_ids: dict[int, str], hold_s: float = 2.0, every_s: float = 3.0,
+                 deadline: float | None = None):
+        super().__init__(faults, "zombie-conductor", deadline)
         self.pool = pool
         self.pairs = {p: slots for p, slots in pairs.items() if len(slots) == 2}
         self.active = {p: slots[0] for p, slots in self.pairs.items()}
@@ -108,6 +109,8 @@ class ZombieConductor(Conductor):
             return
         while self.sleep(self.every_s * (0.5 + self.rng.random())):
             pair = self.rng.choice(sorted(self.pairs))
+            if not self.room_for(self.hold_s + 1.0):
+                break
             zombie = self.active[pair]
             partner = [s for s in self.pairs[pair] if s != zombie][0]
             if not self.faults.pause(zombie, "zombie", txn_id=self.txn_ids.get(pair)):

@@ -1,0 +1,32 @@
+"""A stand-in workload for the ClientPool unit test: no Kafka, same plumbing.
+
+Each op is a send of one fresh value whose outcome is decided by the plan:
+every seventh op ends `info` (the client must continue as a new process).
+"""
+
+import time
+
+from workloads.clients import Client
+from workloads.generators import Plans
+
+
+def make_client(spec, link):
+    return FakeClient(spec, link)
+
+
+class FakeClient(Client):
+    def start(self):
+        if not hasattr(self, "plans"):
+            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
+                               self.spec.keys, self.spec.generation)
+            self.count = 0
+
+    def step(self):
+        mops = self.plans.sends(1)
+        self.invoke("send", mops)
+        time.sleep(0.01)
+        self.count += 1
+        if self.count % 7 == 0:
+            self.complete("info", mops, error="_MSG_TIMED_OUT")
+        else:
+            self.complete("ok", [dict(m, offset=self.count) for m in mops])

@@ -1,0 +1,77 @@
+"""ClientPool: real OS processes feeding one writer; renames, kills, pauses."""
+
+import os
+import signal
+import time
+
+from workloads.clients import ClientPool, ClientSpec, registry_dir
+from workloads.history import HistoryWriter, read_history
+
+from history_rules import problems
+
+KEYS = {"0": ["t", 0], "1": ["t", 1]}
+TEST = {"keys": KEYS, "concurrency": 3}
+
+
+def specs(start_ns, seconds):
+    deadline = time.monotonic() + seconds
+    return [ClientSpec(slot=s, process=s, role="producer", module="fake_clients",
+                       stride=3, seed=1, keys=[0, 1], key_map=KEYS, bootstrap="unused",
+                       options={}, start_ns=start_ns, deadline=deadline) for s in range(3)]
+
+
+def run_pool(tmp_path, seconds, during=None, wait_for_exit=True):
+    writer = HistoryWriter(str(tmp_path / "h.jsonl"))
+    pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
+    for spec in specs(writer.start_ns, seconds):
+        pool.spawn(spec)
+    if during:
+        during(pool)
+    end = time.monotonic() + (seconds + 10 if wait_for_exit else seconds)
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        if all(s.proc.exitcode is not None for s in pool.live.values()):
+            break
+    pool.stop_all(grace_s=5)
+    writer.close()
+    return pool, read_history(str(tmp_path / "h.jsonl"))
+
+
+def test_clients_follow_the_history_rules_and_continue_as_new_processes(tmp_path):
+    pool, history = run_pool(tmp_path, 3.0)
+    assert problems(history, TEST) == []
+    infos = [e for e in history if e["type"] == "info"]
+    assert infos, "the fake client ends every seventh op info"
+    processes = {e["process"] for e in history}
+    assert any(p >= 3 for p in processes), "after info a client continues as old id + 3"
+    assert os.listdir(registry_dir(pool.lab_name)) == []
+
+
+def test_a_killed_client_gets_an_info_completion_and_a_successor(tmp_path):
+    replaced = {}
+
+    def kill_one(pool):
+        time.sleep(1.5)
+        replaced["ids"] = pool.kill_and_replace(1)
+
+    pool, history = run_pool(tmp_path, 3.0, during=kill_one)
+    old, new = replaced["ids"]
+    assert new == old + 3
+    assert problems(history, TEST) == []
+    assert any(e["process"] == new for e in history)
+    assert not any(e["process"] == old and e["index"] > min(
+        i["index"] for i in history if i["process"] == new) for e in history)
+
+
+def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
+    paused = {}
+
+    def pause_one(pool):
+        time.sleep(1.0)
+        paused["pid"] = pool.pid(0)
+        os.kill(paused["pid"], signal.SIGSTOP)
+
+    pool, history = run_pool(tmp_path, 2.5, during=pause_one, wait_for_exit=False)
+    assert problems(history, TEST) == []
+    assert not os.path.exists(f"/proc/{paused['pid']}") or \
+        open(f"/proc/{paused['pid']}/stat").read().split()[2] == "Z"
