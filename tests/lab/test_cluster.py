@@ -182,3 +182,13 @@ def test_status_names_controller_and_leaders(lab):
     health = status["leaders"]["gregor-health"]
     assert len(health) == 3 and all(p["leader"] in (1, 2, 3) for p in health.values())
     assert Path(status["nodes"][0]["log"]).is_file()
+
+
+def test_coordinators_are_found_not_guessed(lab):
+    admin = lab.admin(timeout=30)
+    assert admin.group_coordinator("g-1") in (1, 2, 3)
+    assert admin.txn_coordinator("txn-1") in (1, 2, 3)
+    # The controller is the Raft leader all brokers report, whichever broker is asked.
+    from harness import kafka_wire
+    answers = {kafka_wire.active_controller(n.ip, 9092) for n in lab.nodes}
+    assert answers == {admin.controller()}
