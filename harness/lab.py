@@ -400,6 +400,9 @@ def _refuse_running(name: str, nodes: int, version: str) -> None:
     except (FileNotFoundError, ValueError):
         state = None
     if state is None and not leftovers and not netns.link_exists(netns.bridge_name(name)):
+        # Brokers of an older crashed lab whose namespaces are gone would still
+        # hold the data dir we are about to recreate.
+        _kill_lab_processes(LABS_DIR / name)
         return
     shape = ""
     if state:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -33,6 +34,9 @@ def test_cli_round_trip_on_kafka_3_8_leaves_nothing_behind(capsys):
         assert "Kafka 3.8.1" in status and "active controller: " in status
         assert "gregor-health/0: leader" in status
         assert status.count("running") == 3
+        assert main(["lab", "status", "--lab", name, "--json"]) == 0
+        as_json = json.loads(capsys.readouterr().out)
+        assert as_json["controller"] in (1, 2, 3) and len(as_json["nodes"]) == 3
     finally:
         assert main(["lab", "down", "--lab", name]) == 0
     assert leftovers(name) == []
