@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import os
 import re
 import subprocess
 
@@ -160,7 +161,8 @@ def flush_chains(ns: str) -> None:
 
 def netem_available() -> bool:
     """Whether this kernel has the netem qdisc (some VM kernels ship without it)."""
-    probe = "gregor-netem-probe"
+    # No dash in the name, so no lab's `down` (which removes "<lab>-*") can take it.
+    probe = f"gprobe{os.getpid()}"
     quiet(["ip", "netns", "add", probe])
     try:
         result = run(in_ns(probe, ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"]), check=False)
