@@ -1,0 +1,175 @@
+"""Every workload against the real lab, and a run killed with SIGKILL.
+
+One lab ("wl", or $GREGOR_WL_LAB) for the module: up at the start, down at
+the end. Runs are short (RUN_S seconds; the benchmark runs longer ones).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from history_rules import load, problems
+
+pytestmark = pytest.mark.lab
+
+GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
+LAB = os.environ.get("GREGOR_WL_LAB", "wl")
+RUN_S = float(os.environ.get("GREGOR_WL_RUN_S", "10"))
+
+
+@pytest.fixture(scope="module")
+def lab():
+    from harness.lab import Lab
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root")
+    Lab.down(LAB, progress=lambda m: None)
+    up = Lab.up(nodes=3, name=LAB, progress=lambda m: None)
+    yield up
+    Lab.down(LAB, progress=lambda m: None)
+
+
+def gregor_run(store, workload, *extra, seconds=RUN_S, timeout=240):
+    argv = [GREGOR, "run", "--workload", workload, "--lab", LAB, "--store", str(store),
+            "--time-limit", str(seconds), "--no-check", "--drain-time-limit", "30", *extra]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    run_dir = os.path.realpath(os.path.join(store, "latest"))
+    with open(os.path.join(run_dir, "test.json")) as handle:
+        test = json.load(handle)
+    history = load(os.path.join(run_dir, "history.jsonl"))
+    return run_dir, test, history, result.stdout
+
+
+def oks(history, f):
+    return [e for e in history if e.get("type") == "ok" and e.get("f") == f]
+
+
+def assert_common(test, history, stdout):
+    found = problems(history, test)
+    assert found == [], "\n".join(found[:20])
+    for field in ("name", "system", "version", "workload", "seed", "concurrency", "keys",
+                  "client", "broker", "drain", "nodes", "versions", "nemesis", "start_time"):
+        assert field in test, field
+    assert test["drain"]["complete"] is True
+    assert "acked sends/s" in stdout     # progress lines were printed
+
+
+def test_queue_follows_the_history_format(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "queue", "--concurrency", "4", "--rate", "200",
+                                       "--batch", "5")
+    assert_common(test, history, out)
+    sends = oks(history, "send")
+    assert sends and all(len(e["mops"]) == 5 for e in sends)
+    assert all(isinstance(m.get("offset"), int) for e in sends for m in e["mops"])
+    assert any(e["mops"] for e in oks(history, "poll"))
+    assert oks(history, "commit")
+
+
+def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "txn", "--concurrency", "3", "--rate", "60")
+    assert_common(test, history, out)
+    inits = oks(history, "init")
+    assert len(inits) >= 3 and all(isinstance(e.get("epoch"), int) for e in inits)
+    txns = oks(history, "txn")
+    assert txns and all("commit_time" in e and "txn_id" in e for e in txns)
+    assert any(e.get("error") == "aborted-on-purpose" for e in history if e["type"] == "fail")
+    assert any(m["f"] == "poll" for e in txns for m in e["mops"])
+    assert test["client"]["transactional"] is True
+
+
+def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "txn", "--concurrency", "2", "--rate", "40",
+                                       "--subscribe")
+    assert_common(test, history, out)
+    txns = oks(history, "txn")
+    assert any(m["f"] == "commit" for e in txns for m in e["mops"])
+    assert all("group" in e for e in txns)
+
+
+def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "zombie", "--concurrency", "2", "--rate", "30",
+                                       seconds=max(RUN_S, 12))
+    assert_common(test, history, out)
+    pauses = [e for e in history if e["process"] == "nemesis" and e["f"] == "pause"]
+    assert pauses
+    epochs = [e["epoch"] for e in oks(history, "init")]
+    assert len(epochs) >= 2 and epochs == sorted(epochs) and len(set(epochs)) == len(epochs)
+    fenced = [e for e in history if e["type"] == "fail" and e["f"] == "txn"
+              and e.get("error") in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")]
+    assert fenced, "a resumed zombie's transaction must fail fenced"
+
+
+def test_eos_copies_with_from_and_verifies(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "eos", "--concurrency", "4", "--rate", "100",
+                                       "--keys", "4")
+    assert_common(test, history, out)
+    copies = [m for e in oks(history, "txn") for m in e["mops"] if m["f"] == "send"]
+    assert copies and all("from" in m for m in copies)
+    assert any(m["f"] == "commit" for e in oks(history, "txn") for m in e["mops"])
+    assert any(e["mops"] for e in oks(history, "poll") if e["process"] % 4 == 1)
+
+
+def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
+    _, test, history, out = gregor_run(tmp_path, "group", "--concurrency", "4", "--rate", "100",
+                                       "--auto-commit", seconds=max(RUN_S, 15))
+    assert_common(test, history, out)
+    assert any("rebalance" in e for e in history)
+    autos = [e for e in oks(history, "commit") if e.get("auto") is True]
+    assert autos and all(e.get("group") for e in autos)
+    assert any(e["process"] == "nemesis" and e["f"] in ("pause", "kill-client") for e in history)
+
+
+def client_pids(lab_name):
+    directory = f"/run/gregor-clients/{lab_name}"
+    return [int(p) for p in os.listdir(directory)] if os.path.isdir(directory) else []
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, tmp_path):
+    store = tmp_path / "store"
+    argv = [GREGOR, "run", "--workload", "zombie", "--lab", LAB, "--store", str(store),
+            "--time-limit", "60", "--no-check", "--concurrency", "4", "--rate", "40"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    history = None
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            latest = store / "latest" / "history.jsonl"
+            if latest.exists():
+                text = latest.read_text()
+                paused = text.count('"f":"pause"') > text.count('"f":"resume"')
+                if text.count("\n") > 100 and paused:
+                    history = latest
+                    break
+            time.sleep(0.05)
+        assert history is not None, "the run never paused a client"
+        pids = client_pids(LAB)
+        assert pids
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    raw = history.read_bytes()
+    lines = raw.splitlines()
+    assert [json.loads(line)["index"] for line in lines] == list(range(len(lines)))
+    assert raw.endswith(b"\n")
+    end = time.monotonic() + 10
+    while time.monotonic() < end and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids), "client processes outlived the controller"
+    # the next run cleans the registry and works
+    _, test, history2, out = gregor_run(tmp_path / "again", "queue", "--concurrency", "2",
+                                        "--rate", "50", seconds=3)
+    assert problems(history2, test) == []
+    assert client_pids(LAB) == []
