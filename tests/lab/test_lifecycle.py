@@ -20,18 +20,20 @@ pytestmark = [pytest.mark.lab, needs_root]
 GREGOR = str(Path(sys.executable).with_name("gregor"))
 
 
-def test_cli_round_trip_on_kafka_3_8_leaves_nothing_behind(capsys):
+@pytest.mark.parametrize("version", ["3.8.1", "4.3.1"])
+def test_cli_round_trip_leaves_nothing_behind(capsys, version):
     name = "labc"
     Lab.down(name, progress=lambda _m: None)
     try:
-        assert main(["lab", "up", "--lab", name, "--version", "3.8.1",
+        assert main(["lab", "up", "--lab", name, "--version", version,
                      "--broker-config", "log.retention.ms=-1"]) == 0
         out = capsys.readouterr().out
         assert "lab up took" in out and "3 in-sync replicas" in out
         assert "log.retention.ms=-1" in (LABS_DIR / name / "n1" / "server.properties").read_text()
         assert main(["lab", "status", "--lab", name]) == 0
         status = capsys.readouterr().out
-        assert "Kafka 3.8.1" in status and "active controller: " in status
+        assert f"Kafka {version}" in status and "active controller: " in status
+        assert "INFO" in (LABS_DIR / name / "n1" / "broker.log").read_text()  # the logging binding works
         assert "gregor-health/0: leader" in status
         assert status.count("running") == 3
         assert main(["lab", "status", "--lab", name, "--json"]) == 0
