@@ -158,7 +158,8 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
     if shutil.which(mvn) is None:
         raise GregorError("Maven ('mvn') not found; install it: apt-get install maven")
     home = cache_root() / version
-    work = home.with_name(f".{version}.partial")
+    # Our own scratch dir, so two installs at once (setup and a test) never mix files.
+    work = home.with_name(f".{version}.partial.{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     (work / "libs").mkdir(parents=True)
     (work / "pom.xml").write_text(_pom(version))
@@ -184,8 +185,16 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
     (work / "log4j.properties").write_text(_LOG4J1)
     (work / "log4j2.properties").write_text(_LOG4J2)
     (work / STAMP).write_text(version + "\n")
-    shutil.rmtree(home, ignore_errors=True)
-    work.rename(home)
+    if installed(version) is not None:  # another process finished first
+        shutil.rmtree(work, ignore_errors=True)
+        return KafkaInstall(version, home)
+    shutil.rmtree(home, ignore_errors=True)  # an unfinished install without its stamp
+    try:
+        work.rename(home)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+        if installed(version) is None:
+            raise GregorError(f"could not move Kafka {version} into {home}; remove it and retry") from None
     jars = len(list((home / "libs").glob("*.jar")))
     progress(f"Kafka {version} installed: {jars} jars in {home / 'libs'}")
     return KafkaInstall(version, home)
