@@ -146,6 +146,7 @@ class Lab:
             "name": name, "version": version, "subnet": str(subnet), "bridge_ip": str(hosts[0]),
             "lab_dir": str(LABS_DIR / name), "kafka_home": str(install.home),
             "jvm_opts": [*(jvm_opts or kafka_config.DEFAULT_JVM_OPTS), install.log4j_jvm_flag()],
+            "log4j_flag": install.log4j_jvm_flag(),
             "broker_config": {**kafka_config.default_settings(nodes), **overrides},
             "overrides": overrides, "cluster_id": new_cluster_id(),
             "nodes": [{"name": n, "ip": ip, "broker_id": i}
@@ -190,13 +191,14 @@ class Lab:
         jobs = []
         for node in self.nodes:
             cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   self.nodes[0].jvm_opts[-1], "-cp", node.classpath, "kafka.tools.StorageTool",
+                   self._state["log4j_flag"], "-cp", node.classpath, "kafka.tools.StorageTool",
                    "format", "-t", self._state["cluster_id"], "-c", str(node.config_path)]
             jobs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         for node, job in jobs:
             out, _ = job.communicate(timeout=120)
             if job.returncode != 0:
-                raise GregorError(f"{node.name}: formatting storage failed: {out.strip().splitlines()[-1:] or out}")
+                last = (out.strip().splitlines() or ["no output"])[-1]
+                raise GregorError(f"{node.name}: formatting storage failed: {last}")
 
     @classmethod
     def attach(cls, name: str | None = None) -> "Lab":
@@ -314,7 +316,7 @@ class Lab:
         try:
             for topic in admin.topics():
                 result["leaders"][topic] = admin.partitions(topic)
-        except (GregorError, Exception) as error:  # noqa: BLE001 - status must never crash
+        except Exception as error:  # noqa: BLE001 - status reports what it could not learn
             result["errors"].append(f"metadata: {error}")
         return result
 
