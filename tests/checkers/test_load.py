@@ -1,0 +1,124 @@
+"""Loading a history: pairing in Spark, the shared facts, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checker_histories import History, base_test, poll, send, write_run
+from checkers import facts
+from checkers.check import check_dir
+from checkers.load import load
+from harness.errors import GregorError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def loaded(spark, tmp_path_factory):
+    h = History()
+    ids = {}
+    ids["ok_send"] = h.op(0, "send", [send(0, 1, 0)])
+    ids["info_read"] = h.op(1, "send", [send(0, 2)], type="info", error="_MSG_TIMED_OUT")
+    ids["info_unread"] = h.op(5, "send", [send(0, 3)], type="info", error="_MSG_TIMED_OUT")
+    ids["info_txn"] = h.op(2, "txn", [send(1, 10), send(2, 20)], type="info", txn_id="a")
+    ids["info_plain"] = h.op(6, "send", [send(1, 11), send(2, 21)], type="info")
+    ids["fail_send"] = h.op(3, "send", [send(3, 30)], type="fail", error="NOT_LEADER")
+    ids["kill"] = h.nemesis("kill", {"killed": ["n2"]})
+    # Offsets 0, 1, 3, 4: the gap at 2 is a transaction marker.
+    ids["reader"] = h.op(4, "poll", [poll(0, 0, 1), poll(0, 1, 2), poll(1, 0, 10), poll(1, 1, 11),
+                                     poll(0, 3, 4), poll(0, 4, 5)])
+    ids["cut"] = h.invoke(7, "poll", [{"f": "poll"}])
+    t = load(h.write(tmp_path_factory.mktemp("loaded")), spark)
+    return t, ids
+
+
+def test_each_completion_pairs_with_its_invoke(loaded):
+    t, ids = loaded
+    ops = {row["op"]: row for row in t.ops.collect()}
+    assert set(ops) == set(ids.values())
+    ok = ops[ids["ok_send"]]
+    assert (ok["invoke_index"], ok["type"], ok["invoke_time"], ok["complete_time"]) == (0, "ok", 0, 1000)
+    assert ops[ids["fail_send"]]["error"] == "NOT_LEADER"
+    assert json.loads(ops[ids["kill"]]["value_json"]) == {"killed": ["n2"]}
+
+
+def test_invoke_without_completion_is_a_cut_short_info_op(loaded):
+    t, ids = loaded
+    cut = t.ops.where(f"op = {ids['cut']}").collect()[0]
+    assert cut["type"] == "info" and cut["cut_short"] and cut["complete_time"] is None
+    assert cut["invoke_index"] == ids["cut"]
+    assert t.ops.where("cut_short").count() == 1
+
+
+def test_mops_are_flattened_without_bare_polls(loaded):
+    t, ids = loaded
+    reads = t.mops.where(f"op = {ids['reader']}").orderBy("mop_index").collect()
+    assert [(r["mf"], r["key"], r["offset"], r["value"]) for r in reads][:2] == [("poll", 0, 0, 1), ("poll", 0, 1, 2)]
+    assert t.mops.where(f"op = {ids['cut']}").count() == 0
+
+
+def test_must_have_happened_follows_the_ground_rules(loaded):
+    t, ids = loaded
+    must = {(r["key"], r["value"]) for r in facts.must_writes(t).collect()}
+    assert (0, 1) in must                       # ok send
+    assert (0, 2) in must                       # info send read by an ok op
+    assert (0, 3) not in must                   # info send no one read
+    assert {(1, 10), (2, 20)} <= must           # info txn, one send read: the whole txn
+    assert (1, 11) in must and (2, 21) not in must  # plain info op: send by send
+    assert (3, 30) not in must                  # fail send
+
+
+def test_log_compacts_offset_gaps_to_dense_indices(loaded):
+    t, _ = loaded
+    log = {(r["offset"], r["index"]) for r in facts.log(t).where("key = 0").collect()}
+    assert log == {(0, 0), (1, 1), (3, 2), (4, 3)}
+    positions = {r["value"]: r["position"] for r in facts.positions(t).where("key = 0").collect()}
+    assert positions == {1: 0, 2: 1, 4: 2, 5: 3}
+    assert facts.read_bound(t).where("key = 0").collect()[0]["bound"] == 3
+
+
+def _lines(events):
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+GOOD = [{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "send", "mops": [send(0, 1)]},
+        {"index": 1, "time": 5, "process": 0, "type": "ok", "f": "send", "mops": [send(0, 1, 0)]}]
+
+
+BAD_INPUTS = {
+    "malformed-line": (_lines(GOOD) + '{"index": 2, "time": 6, "process": 0,\n', "line 3: malformed JSON"),
+    "unknown-key": (_lines([GOOD[0], dict(GOOD[1], mops=[send(99, 1, 0)])]),
+                    "line 2: key 99 is not in test.json"),
+    "missing-field": (_lines([GOOD[0], {k: v for k, v in GOOD[1].items() if k != "f"}]), 'line 2: missing "f"'),
+    "wrong-type": (_lines([GOOD[0], dict(GOOD[1], time="soon")]), 'line 2: "time" must be an integer'),
+    "non-contiguous-index": (_lines([GOOD[0], dict(GOOD[1], index=2)]), "line 2: index 2 where 1 was expected"),
+    "completion-without-invoke": (_lines([GOOD[1] | {"index": 0}]), "line 1: a ok completion of process 0 with no invoke"),
+    "double-invoke": (_lines([GOOD[0], dict(GOOD[0], index=1)]), "line 1: process 0 invokes again at line 2"),
+    "bad-type": (_lines([GOOD[0], dict(GOOD[1], type="done")]), 'line 2: "type" must be one of'),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_history_is_one_line_error_naming_the_line_and_nothing_is_written(spark, tmp_path, case):
+    text, expected = BAD_INPUTS[case]
+    (tmp_path / "history.jsonl").write_text(text)
+    (tmp_path / "test.json").write_text(json.dumps(base_test()))
+    with pytest.raises(GregorError) as error:
+        check_dir(tmp_path, spark=spark, progress=lambda _: None)
+    message = str(error.value)
+    assert expected in message and "\n" not in message
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_missing_test_json_is_an_error_and_nothing_is_written(spark, tmp_path):
+    (tmp_path / "history.jsonl").write_text(_lines(GOOD))
+    with pytest.raises(GregorError, match="test.json not found"):
+        check_dir(tmp_path, spark=spark, progress=lambda _: None)
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_good_history_loads(spark, tmp_path):
+    t = load(write_run(tmp_path, GOOD), spark)
+    assert t.ops.count() == 1 and t.mops.count() == 1
