@@ -13,22 +13,27 @@ def lab_name() -> str:
 
 
 @pytest.fixture(scope="module")
-def lab():
-    """The lab, healthy; brought up (and taken down) here unless already up."""
+def lab(request):
+    """The lab, healthy; brought up (and taken down) here unless already up
+    with the broker settings the module asks for (its LAB_OVERRIDES)."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     from harness.errors import GregorError
+    from harness.kafka_config import default_settings
     from harness.lab import Lab
 
     name = lab_name()
+    overrides = dict(getattr(request.module, "LAB_OVERRIDES", {}))
     try:
         found = Lab.attach(name)
+        if found.broker_config != {**default_settings(len(found.nodes)), **overrides}:
+            raise GregorError("the running lab has other broker settings")
         found.heal_all()
         found.wait_healthy(timeout=60)
         owned = False
     except GregorError:
         Lab.down(name, progress=lambda _m: None)
-        found = Lab.up(nodes=3, name=name, progress=print)
+        found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print)
         owned = True
     yield found
     found.heal_all()

@@ -143,3 +143,41 @@ def tcp_connect_ms(prefix: list[str], ip: str, port: int = 9092) -> float:
     out = subprocess.run([*prefix, sys.executable, "-c", _CONNECT_MS, ip, str(port)],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     return float(out)
+
+
+def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[dict], dict]:
+    """Runs `gregor run` against the lab; returns (run dir, history, test.json)."""
+    import glob
+    import json
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--store", str(store),
+         "--no-check", *args],
+        cwd=root, env={**os.environ, "GREGOR_LAB": lab.name},
+        capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = sorted(glob.glob(os.path.join(str(store), "*", "2*")))
+    assert runs, f"no run directory under {store}"
+    run_dir = runs[-1]
+    with open(os.path.join(run_dir, "history.jsonl")) as handle:
+        history = [json.loads(line) for line in handle if line.strip()]
+    with open(os.path.join(run_dir, "test.json")) as handle:
+        test = json.load(handle)
+    return run_dir, history, test
+
+
+def unread_acked_writes(history: list[dict]) -> set[tuple[int, int]]:
+    """(key, value) of sends acknowledged (`ok`) that no `ok` poll ever returned."""
+    acked, read = set(), set()
+    for event in history:
+        if event.get("type") != "ok":
+            continue
+        for mop in event.get("mops") or ():
+            if mop.get("f") == "send":
+                acked.add((mop["key"], mop["value"]))
+            elif mop.get("f") == "poll" and "value" in mop:
+                read.add((mop["key"], mop["value"]))
+    return acked - read
