@@ -83,7 +83,7 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
         complete = not waiting
     finally:
         consumer.close()
-    result = {"time_limit_s": time_limit_s, "complete": complete,
+    result = {"time_limit_s": time_limit_s, "complete": complete, "process": process,
               "seconds": round(time.monotonic() - started, 3), "records": reads}
     if not complete:
         result["behind"] = {str(k): o for k, o in sorted(waiting.items())}

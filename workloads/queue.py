@@ -150,7 +150,10 @@ class ConsumerClient(Client):
             self.auto_commits.append((err, partitions, self.link.now_ns()))
 
     def group_fields(self) -> dict:
-        return {"group": self.group} if self.subscribe else {}
+        """Polls name the group whose offsets this consumer commits (checkers
+        compare a group's committed positions with what its pollers read)."""
+        commits = self.auto_commit or self.spec.options.get("commit", True)
+        return {"group": self.group} if (self.subscribe or commits) else {}
 
     def step(self) -> None:
         self.invoke("poll", [{"f": "poll"}], **self.group_fields())

@@ -300,6 +300,7 @@ def run(cfg: dict) -> int:
             runner.stop()
         pool.stop_all()
         signal.signal(signal.SIGTERM, old_term)
+        remove_client_namespaces(lab, specs)
     main_wall = time.monotonic() - wall0
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
@@ -332,6 +333,16 @@ def run(cfg: dict) -> int:
     if cfg["check"]:
         check_and_report(run_dir)
     return 0
+
+
+def remove_client_namespaces(lab, specs) -> None:
+    """The namespaces --client-netns made (the lab's heal_all would too)."""
+    for spec in specs:
+        if spec.netns:
+            try:
+                lab.remove_client_namespace(f"c{spec.slot}")
+            except Exception as error:   # never mask the run's own outcome
+                say(f"could not remove client namespace {spec.netns}: {error}")
 
 
 def _raise_interrupt(_signum, _frame):
