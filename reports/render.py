@@ -72,6 +72,10 @@ def verdict_reason(run: Run) -> str:
     if run.verdict == "invalid":
         noun = "anomaly" if len(bad) == 1 else "anomalies"
         return f"{len(bad)} bad {noun}: {listing(bad)}{permitted}"
+    given = run.results.get("verdict_reasons")
+    if run.verdict == "unknown" and isinstance(given, list) and given:
+        why = "; ".join(str(reason) for reason in given)
+        return f"No bad anomaly found, but the result is not conclusive: {why}{permitted}"
     reasons = []
     if run.results.get("cut_short"):
         reasons.append("the history was cut short")
@@ -159,7 +163,7 @@ def first_instance(run: Run) -> str:
 
 
 def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
-    """When each bad example's first named op completed (example `time` if given), for the time charts."""
+    """When each bad example happened (its `time_s`, else its first named op's completion), for the time charts."""
     marks = []
     for name, anomaly in ordered_anomalies(run):
         if anomaly.get("allowed"):
@@ -169,9 +173,15 @@ def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
                 continue
             times = [windows.ops[o].complete_time for o in as_list(example.get("ops"))
                      if o in windows.ops and windows.ops[o].complete_time is not None]
-            at = example.get("time") if isinstance(example.get("time"), (int, float)) else min(times, default=None)
+            if isinstance(example.get("time_s"), (int, float)):
+                at = example["time_s"]
+            elif isinstance(example.get("time"), (int, float)):
+                at = example["time"] / 1e9
+            else:
+                at = min(times, default=None)
+                at = at / 1e9 if at is not None else None
             if at is not None:
-                marks.append(svg.Mark(at / 1e9, f"{name} (key {example.get('key')}, value {example.get('value', example.get('values'))})"))
+                marks.append(svg.Mark(at, f"{name} (key {example.get('key')}, value {example.get('value', example.get('values'))})"))
     return marks[:60]
 
 
@@ -369,7 +379,7 @@ def charts_section(run: Run, faults, marks=()) -> str:
     parts = ['<section id="charts"><h2>Throughput and latency over time</h2>']
     parts.append(fault_legend(faults))
     if marks:
-        parts.append('<p class="note">Red triangles with dashed lines mark when a bad anomaly\'s first op completed '
+        parts.append('<p class="note">Red triangles with dashed lines mark when a bad anomaly happened '
                      '(hover for which).</p>')
     if not rows:
         parts.append('<p class="note">results.json has no stats.timeseries, so no throughput or latency charts.</p></section>')

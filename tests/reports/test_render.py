@@ -155,3 +155,20 @@ def test_malformed_fields_degrade_instead_of_crashing(tmp_path):
     assert "never healed" in page
     (run / "results.json").write_text(json.dumps({"verdict": 3, "anomalies": [], "stats": "x", "nemesis": {}}))
     assert 'data-verdict="unknown"' in page_of(run)
+
+
+def test_unknown_verdict_uses_the_checkers_own_reasons(tmp_path):
+    run = make_run(tmp_path / "r", verdict="unknown")
+    results = json.loads((run / "results.json").read_text())
+    results["verdict_reasons"] = ["history cut short at event 1200"]
+    (run / "results.json").write_text(json.dumps(results))
+    assert "not conclusive: history cut short at event 1200" in page_of(run)
+
+
+def test_bad_examples_are_marked_on_time_charts_at_their_time(tmp_path):
+    run = make_run(tmp_path / "r")
+    results = json.loads((run / "results.json").read_text())
+    results["anomalies"]["lost-write"]["examples"][0]["time_s"] = 6.5
+    (run / "results.json").write_text(json.dumps(results))
+    page = page_of(run)
+    assert page.count("lost-write (key") >= 6 and " at 6.50s</title>" in page
