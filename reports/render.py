@@ -379,7 +379,7 @@ def charts_section(run: Run, faults, marks=()) -> str:
     parts = ['<section id="charts"><h2>Throughput and latency over time</h2>']
     parts.append(fault_legend(faults))
     if marks:
-        parts.append('<p class="note">Red triangles with dashed lines mark when a bad anomaly happened '
+        parts.append('<p class="note">Red triangles above the charts mark when a bad anomaly happened '
                      '(hover for which).</p>')
     if not rows:
         parts.append('<p class="note">results.json has no stats.timeseries, so no throughput or latency charts.</p></section>')

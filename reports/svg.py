@@ -162,10 +162,13 @@ def line_chart(series: list[Series], x_max: float, windows: list[FaultWindow], *
         x = x_of(tick)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{bottom}" y2="{bottom + 4}" stroke="#666"/>'
                      f'<text x="{x:.1f}" y="{bottom + 15}" font-size="10" text-anchor="middle">{tick:g}s</text>')
+    # a few marks get a line down the chart; many would hide the data, so then only triangles
+    lines = len(marks) <= 8
     for mark in marks:
         x = x_of(mark.at)
-        parts.append(f'<g class="mark"><line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#7a0010" '
-                     f'stroke-dasharray="2 2"/><path d="M{x - 5:.1f},{top - 8} L{x + 5:.1f},{top - 8} L{x:.1f},{top} Z" '
+        line = (f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{bottom}" stroke="#7a0010" stroke-dasharray="2 2"/>'
+                if lines else "")
+        parts.append(f'<g class="mark">{line}<path d="M{x - 5:.1f},{top - 8} L{x + 5:.1f},{top - 8} L{x:.1f},{top} Z" '
                      f'fill="#c0172b"/><title>{esc(mark.label)} at {mark.at:.2f}s</title></g>')
     parts.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#666"/>'
                  f'<line x1="{left}" x2="{left}" y1="{top}" y2="{bottom}" stroke="#666"/>'
