@@ -1,0 +1,33 @@
+"""eos-duplicate and eos-lost on a copier group, each against the same run without it."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers import eos
+from checkers.load import load
+from txn_histories import op_ids, op_with_value, valid_run
+
+pytestmark = pytest.mark.spark
+
+
+def found(spark, tmp_path, write_run, events):
+    return [(r["name"], r["key"], r["value"], r["offset"], r["values"], r["ops"])
+            for r in eos.find(load(write_run(tmp_path, events), spark)).collect()]
+
+
+def test_eos_duplicate_names_the_input_and_both_outputs(spark, tmp_path, write_run):
+    events = valid_run(copier_duplicates=True)
+    copies = sorted([op_with_value(events, 101), op_with_value(events, 102)])
+    assert found(spark, tmp_path, write_run, events) == [("eos-duplicate", 0, 1, 0, [101, 102], copies)]
+
+
+def test_eos_lost_names_the_uncopied_input_below_the_commit(spark, tmp_path, write_run):
+    events = valid_run(copier_skips_v7=True)
+    committing = op_ids(events, group="c")[1]
+    assert found(spark, tmp_path, write_run, events) == \
+        [("eos-lost", 0, 7, 2, None, [op_with_value(events, 7), committing])]
+
+
+def test_copier_that_copied_everything_has_no_eos_anomaly(spark, tmp_path, write_run):
+    assert found(spark, tmp_path, write_run, valid_run()) == []

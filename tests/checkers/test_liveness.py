@@ -1,0 +1,59 @@
+"""stuck-lso: a read_committed consumer polling a key all along sees a value only after the txn timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers import liveness
+from checkers.load import load
+from txn_events import flatten, op, poll, send
+
+pytestmark = pytest.mark.spark
+
+SECOND = 1_000_000_000
+
+
+def timed(events_with_times):
+    """Sets `time` on each pair: [(pair, invoke_time, complete_time), ...]."""
+    events = []
+    for (invoke, completion), start, end in events_with_times:
+        events += [dict(invoke, time=start), dict(completion, time=end)]
+    return events
+
+
+def stuck_run(poll_every_s: float, read_at_s: float = 13):
+    """Write acked at 1 s; consumer p1 (assigned key 0) polls empty every `poll_every_s`, reads at `read_at_s`."""
+    pairs = [(op(1, "assign", [], keys=[0]), 0, 100),
+             (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND)]
+    t = 1.0
+    while t + poll_every_s < read_at_s:
+        t += poll_every_s
+        pairs.append((op(1, "poll", []), int(t * SECOND) - 1000, int(t * SECOND)))
+    pairs.append((op(1, "poll", [poll(0, 0, 1)]), int(read_at_s * SECOND), int(read_at_s * SECOND) + 1000))
+    events = timed(pairs)
+    return sorted(events, key=lambda e: e["time"])
+
+
+def found(spark, tmp_path, write_run, events, test=None):
+    return [(r["name"], r["key"], r["value"], r["offset"], r["ops"])
+            for r in liveness.find(load(write_run(tmp_path, events, test), spark)).collect()]
+
+
+def test_stuck_lso_when_polls_cover_the_whole_timeout(spark, tmp_path, write_run):
+    events = stuck_run(poll_every_s=2)
+    writer = next(i for i, e in enumerate(events) if e["type"] == "ok" and e["f"] == "txn")
+    reader = len(events) - 1
+    assert found(spark, tmp_path, write_run, events) == [("stuck-lso", 0, 1, 0, [writer, reader])]
+
+
+def test_no_stuck_lso_when_polls_leave_a_gap_over_half_the_timeout(spark, tmp_path, write_run):
+    assert found(spark, tmp_path, write_run, stuck_run(poll_every_s=6)) == []
+
+
+def test_no_stuck_lso_when_read_within_the_timeout(spark, tmp_path, write_run):
+    assert found(spark, tmp_path, write_run, stuck_run(poll_every_s=2, read_at_s=9)) == []
+
+
+def test_no_stuck_lso_under_read_uncommitted(spark, tmp_path, write_run, base_test):
+    test = base_test(client={"isolation.level": "read_uncommitted"})
+    assert found(spark, tmp_path, write_run, stuck_run(poll_every_s=2), test) == []

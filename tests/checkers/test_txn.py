@@ -1,0 +1,79 @@
+"""torn-transaction and zombie-write, plus no false alarm from any transactional finder on a valid run."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers import cycles, eos, groups, liveness, txn
+from checkers.load import load
+from txn_events import flatten, op, send, poll
+from txn_histories import init, op_with_value, valid_run
+
+pytestmark = pytest.mark.spark
+
+
+def rows(finder, spark, tmp_path, write_run, events, test=None):
+    return finder.find(load(write_run(tmp_path, events, test), spark)).collect()
+
+
+def test_valid_run_with_aborts_unread_info_and_marker_gaps_raises_nothing(spark, tmp_path, write_run):
+    t = load(write_run(tmp_path, valid_run()), spark)
+    for finder in (txn, eos, groups, liveness, cycles):
+        found = [(r["name"], r["key"], r["value"]) for r in finder.find(t).collect()]
+        assert found == [], f"{finder.__name__}: {found}"
+
+
+def test_torn_transaction_names_the_unread_write(spark, tmp_path, write_run):
+    events = valid_run(reader_misses_v8=True, group_misses_v8=True)
+    found = rows(txn, spark, tmp_path, write_run, events)
+    assert [(r["name"], r["key"], r["value"], r["offset"], r["ops"], r["values"]) for r in found] == \
+        [("torn-transaction", 1, 8, 2, [op_with_value(events, 7)], [7])]
+
+
+def test_torn_transaction_waits_for_a_complete_drain(spark, tmp_path, write_run, base_test):
+    events = valid_run(reader_misses_v8=True, group_misses_v8=True)
+    test = base_test(drain={"complete": False})
+    assert rows(txn, spark, tmp_path, write_run, events, test) == []
+
+
+def zombie_run(commit_time):
+    """p0's epoch-0 txn commits at ``commit_time``; p4's init (epoch 1) completes at index 3 (time 3000)."""
+    return flatten(
+        init(0, 0),                                                          # 0, 1
+        init(4, 1),                                                          # 2, 3
+        op(0, "txn", [send(0, 1, 0), send(1, 2, 0)], txn_id="a", epoch=0, producer_id=7,
+           commit_time=commit_time),                                         # 4, 5
+        op(1, "poll", [poll(0, 0, 1), poll(1, 0, 2)]),                       # 6, 7
+    )
+
+
+def test_zombie_write_after_the_newer_init(spark, tmp_path, write_run):
+    found = rows(txn, spark, tmp_path, write_run, zombie_run(4500))
+    assert [(r["name"], r["key"], r["value"], r["offset"], r["values"], r["ops"]) for r in found] == \
+        [("zombie-write", 0, 1, 0, [1, 2], [5, 3])]
+
+
+def test_no_zombie_when_committed_before_the_newer_init(spark, tmp_path, write_run):
+    assert rows(txn, spark, tmp_path, write_run, zombie_run(2500)) == []
+
+
+def test_zombie_epoch_taken_from_the_process_last_init(spark, tmp_path, write_run):
+    """An info txn without epoch, read by someone, belongs to its process's epoch-0 instance."""
+    events = flatten(
+        init(0, 0),
+        init(4, 1),
+        op(0, "txn", [send(0, 1), send(1, 2)], type="info", txn_id="a", commit_time=4500),
+        op(1, "poll", [poll(0, 0, 1)]),
+    )
+    found = rows(txn, spark, tmp_path, write_run, events)
+    zombies = [r for r in found if r["name"] == "zombie-write"]
+    assert [(r["key"], r["value"], r["ops"]) for r in zombies] == [(0, 1, [5, 3])]
+
+
+def test_unread_info_zombie_is_no_zombie(spark, tmp_path, write_run):
+    events = flatten(
+        init(0, 0),
+        init(4, 1),
+        op(0, "txn", [send(0, 1), send(1, 2)], type="info", txn_id="a", commit_time=4500),
+    )
+    assert rows(txn, spark, tmp_path, write_run, events) == []
