@@ -21,22 +21,31 @@ def store_of(run_dir: Path) -> Path | None:
     return None
 
 
-def report_command(args) -> int:
+def publish(run_dir, progress=print, index: bool = True) -> Path:
+    """report.html + junit.xml into run_dir, then the store's index.html; returns the page.
+
+    The one call `gregor run` makes at its end (after `gregor check`).
+    """
     from reports.index import write_index
     from reports.junit import write_junit
     from reports.render import write_report
 
-    run_dir = Path(args.dir)
-    page = write_report(run_dir, progress=print)
+    run_dir = Path(run_dir)
+    page = write_report(run_dir, progress=progress)
     junit = write_junit(run_dir)
-    print(f"report: wrote {junit}")
+    progress(f"report: wrote {junit}")
     store = store_of(run_dir)
-    if args.no_index:
+    if not index:
         pass
     elif store is not None:
-        print(f"report: wrote {write_index(store)}")
+        progress(f"report: wrote {write_index(store)}")
     else:
-        print(f"report: {run_dir} is not inside a store (store/<test>/<time>); index not refreshed")
+        progress(f"report: {run_dir} is not inside a store (store/<test>/<time>); index not refreshed")
+    return page
+
+
+def report_command(args) -> int:
+    page = publish(args.dir, progress=print, index=not args.no_index)
     print(f"report: open file://{page.resolve()}")
     return 0
 
