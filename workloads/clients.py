@@ -97,6 +97,7 @@ class Client:
         self.link = link
         self.process = spec.process
         self.pending: dict | None = None
+        self.needs_reset = False
 
     # -- recording -------------------------------------------------------
     def invoke(self, f: str, mops: list | None = None, **extra) -> dict:
@@ -130,10 +131,14 @@ class Client:
         return event
 
     def crashed(self) -> None:
-        """After an unknown outcome the client continues as a new process."""
+        """After an unknown outcome the client continues as a new process.
+
+        Its Kafka clients are replaced by the main loop (not here: this runs
+        deep inside an op, possibly inside start()).
+        """
         self.process += self.spec.stride
         self.link.emit({"_process": self.process})
-        self.reset()
+        self.needs_reset = True
 
     # -- to override -----------------------------------------------------
     def start(self) -> None:
@@ -185,10 +190,20 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
             _enter_netns(spec.netns)
         module = importlib.import_module(spec.module)
         client = module.make_client(spec, link)
-        client.start()
+        started = False
         while link.running():
             try:
-                client.step()
+                if client.needs_reset:
+                    client.needs_reset = False
+                    client.reset()
+                    started = True
+                elif not started:
+                    started = True
+                    client.start()
+                else:
+                    client.step()
+            except (BrokenPipeError, EOFError):
+                raise
             except Exception as exc:  # a client bug or an unexpected library error
                 link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
                                    + traceback.format_exc(limit=3)})
@@ -197,6 +212,7 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
                                     error=type(exc).__name__)
                 else:
                     client.crashed()
+                time.sleep(0.2)      # no hot loop when the cluster keeps refusing
         if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
             client.complete("info", client.pending.get("mops"), error="stopped")
     except (BrokenPipeError, EOFError):

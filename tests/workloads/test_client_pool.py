@@ -54,7 +54,7 @@ def test_a_killed_client_gets_an_info_completion_and_a_successor(tmp_path):
         time.sleep(1.5)
         replaced["ids"] = pool.kill_and_replace(1)
 
-    pool, history = run_pool(tmp_path, 3.0, during=kill_one)
+    pool, history = run_pool(tmp_path, 6.0, during=kill_one)
     old, new = replaced["ids"]
     assert new == old + 3
     assert problems(history, TEST) == []
