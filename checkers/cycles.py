@@ -1,0 +1,535 @@
+"""G0 and G1c cycles (plain, -process, -realtime; G1c split into wr-only and ww-needing).
+
+Why it is shaped this way: the dependency graph of a long run has millions of
+nodes, and the driver must never hold the whole history. So every edge is
+built in Spark and the graph is shrunk in Spark before anything is collected:
+
+1. Nodes are ops that must have happened (ANOMALIES.md), except that a
+   non-transactional op with several sends is one node per send. Node id =
+   ``op * NODE_SHIFT + sub`` (sub 0: the whole op, sub i+1: its send mop i).
+2. Edges (kind bitmask): ww = writer of a value -> writer of the next value of
+   the key in log order; wr = writer -> every `ok` op that read the value;
+   process = consecutive graph ops of one process; realtime = A completed
+   before B was invoked, transitively reduced: A -> every op invoked after A
+   completed but no later than the earliest completion among ops invoked after
+   A completed (those are in flight together, so at most the concurrency of
+   the run per op, never the quadratic set). Same-process realtime edges are
+   dropped: the process chain already orders them.
+3. Plain G0/G1c: a cycle of ww/wr edges only must pass through a *junction*,
+   an op that writes two keys or both reads and writes: ops that write one key
+   and read nothing only have edges along that key's chain. So each key's
+   chain is compressed to junction-to-junction edges (a path through
+   non-junction writers becomes one ww edge, or a ww+wr edge when it ends in
+   a read), and pure readers, which have no out-edge, vanish.
+4. Trimming: an edge can lie on a cycle only if its source has an in-edge and
+   its target an out-edge; this is iterated (TRIM_ROUNDS at most) in Spark.
+5. The residue is collected (at most ``edge_cap`` edges; beyond that the
+   variant is skipped and a `cycle-search-incomplete` row says so) and the
+   driver runs an iterative Tarjan SCC on the subgraph each anomaly allows,
+   then a BFS over (node, kinds-seen) for the shortest closed walk through the
+   SCC that uses every kind the anomaly requires. One instance per SCC.
+
+Anomalies (allowed kinds / required kinds): G0 ww/ww; G1c wr/wr (bad);
+G1c-ww ww+wr/ww+wr (permitted); -process adds process to both; -realtime
+allows process+realtime and requires realtime.
+
+Limits: for the -process and -realtime variants nothing like step 3 applies
+(every op has process/realtime neighbours), so trimming only peels the ends of
+the run; on long busy histories their residue can exceed the cap, and then
+those two variants are reported as not checked rather than blowing memory.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import deque
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from checkers import facts
+from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
+from checkers.load import Tables
+
+NODE_SHIFT = 1 << 20
+WW, WR, PROC, RT = 1, 2, 4, 8
+TRIM_ROUNDS = 8
+EDGE_CAP = 500_000
+DRIVER_LIMIT = 20_000
+NO_TIME = 1 << 62
+
+EDGE_SCHEMA = T.StructType([
+    T.StructField("src", T.LongType()),
+    T.StructField("dst", T.LongType()),
+    T.StructField("kind", T.IntegerType()),
+    T.StructField("key", T.LongType()),
+])
+
+
+@dataclass(frozen=True)
+class CycleKind:
+    name: str
+    allowed: int
+    required: int
+
+
+VARIANTS = {
+    "data": [CycleKind("G0", WW, WW), CycleKind("G1c", WR, WR), CycleKind("G1c-ww", WW | WR, WW | WR)],
+    "process": [CycleKind("G0-process", WW | PROC, WW | PROC), CycleKind("G1c-process", WR | PROC, WR | PROC),
+                CycleKind("G1c-ww-process", WW | WR | PROC, WW | WR | PROC)],
+    "realtime": [CycleKind("G0-realtime", WW | PROC | RT, WW | RT), CycleKind("G1c-realtime", WR | PROC | RT, WR | RT),
+                 CycleKind("G1c-ww-realtime", WW | WR | PROC | RT, WW | WR | RT)],
+}
+
+
+def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) -> DataFrame:
+    """Every G0/G1c cycle family, one row per strongly connected region that shows it.
+
+    A graph of at most ``driver_limit`` writes and reads is small enough to
+    build on the driver directly; bigger ones are built and trimmed in Spark.
+    """
+    writers = _writers(t)
+    readers = _readers(t)
+    few_writes = writers.limit(driver_limit + 1).collect()
+    few_reads = readers.limit(driver_limit + 1).collect() if len(few_writes) <= driver_limit else None
+    if few_reads is not None and len(few_reads) <= driver_limit:
+        graphs, times = _driver_graphs(t, few_writes, few_reads)
+    else:
+        graphs, times = _spark_graphs(t, writers.localCheckpoint(), readers.localCheckpoint(), edge_cap)
+    rows = []
+    for variant, graph in graphs.items():
+        if isinstance(graph, str):
+            rows.append(("cycle-search-incomplete", None, [], graph))
+            continue
+        for kind in VARIANTS[variant]:
+            for walk in search(graph, kind.allowed, kind.required):
+                rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk],
+                             describe(walk)))
+    if not rows:
+        return empty_anomalies(t.spark)
+    ops = sorted({op for row in rows for op in row[2]})
+    when = times(ops)
+    return t.spark.createDataFrame(
+        [(name, key, None, None, None, None, ops, max((when.get(op) or 0 for op in ops), default=None), cycle)
+         for name, key, ops, cycle in rows], ANOMALY_SCHEMA)
+
+
+def _spark_graphs(t: Tables, writers: DataFrame, readers: DataFrame, edge_cap: int):
+    """Per variant: the trimmed edge list, or a message saying why it was not collected."""
+    data = _data_edges(writers, readers).localCheckpoint()
+    nodes = _graph_ops(t, writers, readers).localCheckpoint()
+    process = _process_edges(nodes).localCheckpoint()
+    builders = {
+        "data": lambda: _compressed_data_edges(writers, readers),
+        "process": lambda: data.unionByName(process),
+        "realtime": lambda: data.unionByName(process).unionByName(_realtime_edges(nodes)),
+    }
+    graphs = {}
+    for variant, build in builders.items():
+        edges = _distinct_edges(build()).localCheckpoint()
+        count = edges.count()
+        if count > edge_cap:
+            edges, count = _trim(edges, count)
+        if count > edge_cap:
+            names = "/".join(kind.name for kind in VARIANTS[variant])
+            graphs[variant] = (f"{names} not checked: {count} edges remain after trimming, "
+                               f"above the cap of {edge_cap}")
+        else:
+            graphs[variant] = [(r["src"], r["dst"], r["kind"], r["key"]) for r in edges.collect()] if count else []
+
+    def times(ops):
+        found = t.ops.where(F.col("op").isin(ops)).select("op", "complete_time", "invoke_time").collect()
+        return {r["op"]: r["complete_time"] or r["invoke_time"] for r in found}
+    return graphs, times
+
+
+# ---------------------------------------------------------------- driver side, small graphs
+
+def _driver_graphs(t: Tables, write_rows, read_rows):
+    """The same three graphs as the Spark side builds, for a run small enough to hold."""
+    graph_ops = {r["op"] for r in write_rows} | {r["op"] for r in read_rows}
+    op_rows = (t.ops.where(F.col("op").isin(sorted(graph_ops)))
+               .select("op", "process", "invoke_index", "invoke_time", "complete_time").collect()) if graph_ops else []
+    info = {r["op"]: r for r in op_rows}
+    nodes_of: dict = {}
+    for r in list(write_rows) + list(read_rows):
+        nodes_of.setdefault(r["op"], set()).add(r["node"])
+    ww, wr = _driver_data_edges(write_rows, read_rows)
+    data = ww + wr
+    process = _driver_process_edges(info, nodes_of)
+    realtime = _driver_realtime_edges(info, nodes_of)
+    graphs = {
+        "data": _dedupe(_driver_compressed_edges(write_rows, read_rows)),
+        "process": _dedupe(data + process),
+        "realtime": _dedupe(data + process + realtime),
+    }
+
+    def times(ops):
+        return {op: (info[op]["complete_time"] or info[op]["invoke_time"]) if op in info else None for op in ops}
+    return graphs, times
+
+
+def _dedupe(edges):
+    best = {}
+    for src, dst, kind, key in edges:
+        if src == dst:
+            continue
+        k = (src, dst, kind)
+        if k not in best or (key is not None and (best[k] is None or key < best[k])):
+            best[k] = key
+    return [(src, dst, kind, key) for (src, dst, kind), key in best.items()]
+
+
+def _chains(write_rows):
+    chains: dict = {}
+    for r in write_rows:
+        if r["position"] is not None:
+            chains.setdefault(r["key"], []).append(r)
+    for chain in chains.values():
+        chain.sort(key=lambda r: (r["position"], r["node"]))
+    return chains
+
+
+def _driver_data_edges(write_rows, read_rows):
+    ww = []
+    for key, chain in _chains(write_rows).items():
+        ww.extend((a["node"], b["node"], WW, key) for a, b in zip(chain, chain[1:]))
+    writer_of: dict = {}
+    for r in write_rows:
+        writer_of.setdefault((r["key"], r["value"]), []).append(r["node"])
+    wr = [(w, r["node"], WR, r["key"]) for r in read_rows for w in writer_of.get((r["key"], r["value"]), ())]
+    return ww, wr
+
+
+def _driver_compressed_edges(write_rows, read_rows):
+    written: dict = {}
+    for r in write_rows:
+        written.setdefault(r["node"], set()).add(r["key"])
+    readers = {r["node"] for r in read_rows}
+    junctions = {node for node, keys in written.items() if len(keys) >= 2 or node in readers}
+    edges, owner_of = [], {}
+    for key, chain in _chains(write_rows).items():
+        owner, next_junction = None, None
+        for r in reversed(chain):
+            if r["node"] in junctions:
+                if next_junction is not None:
+                    edges.append((r["node"], next_junction, WW, key))
+                next_junction = r["node"]
+        for r in chain:
+            if r["node"] in junctions:
+                owner = r["node"]
+            if owner is not None:
+                owner_of.setdefault((key, r["value"]), []).append((owner, r["node"]))
+    for r in write_rows:
+        if r["position"] is None and r["node"] in junctions:
+            owner_of.setdefault((r["key"], r["value"]), []).append((r["node"], r["node"]))
+    for r in read_rows:
+        if r["node"] not in junctions:
+            continue
+        for owner, writer in owner_of.get((r["key"], r["value"]), ()):
+            edges.append((owner, r["node"], WR if owner == writer else WW | WR, r["key"]))
+    return edges
+
+
+def _driver_process_edges(info, nodes_of):
+    by_process: dict = {}
+    for op, r in info.items():
+        by_process.setdefault(r["process"], []).append((r["invoke_index"], op))
+    edges = []
+    for ops in by_process.values():
+        ops.sort()
+        for (_, a), (_, b) in zip(ops, ops[1:]):
+            edges.extend((x, y, PROC, None) for x in nodes_of[a] for y in nodes_of[b])
+    return edges
+
+
+def _driver_realtime_edges(info, nodes_of):
+    ordered = sorted(info.values(), key=lambda r: (r["invoke_time"], r["op"]))
+    invokes = [r["invoke_time"] for r in ordered]
+    suffix_min = [NO_TIME] * (len(ordered) + 1)
+    for i in range(len(ordered) - 1, -1, -1):
+        ct = ordered[i]["complete_time"]
+        suffix_min[i] = min(suffix_min[i + 1], NO_TIME if ct is None else ct)
+    edges = []
+    for a in ordered:
+        if a["complete_time"] is None:
+            continue
+        lo = bisect_right(invokes, a["complete_time"])
+        bound = suffix_min[lo]
+        if bound >= NO_TIME:
+            continue
+        hi = bisect_right(invokes, bound)
+        for b in ordered[lo:hi]:
+            if b["process"] != a["process"]:
+                edges.extend((x, y, RT, None) for x in nodes_of[a["op"]] for y in nodes_of[b["op"]])
+    return edges
+
+
+# ---------------------------------------------------------------- Spark side
+
+def _writers(t: Tables) -> DataFrame:
+    """key, value, position, node, op, process of every must-have-happened send."""
+    sends_per_op = t.mops.where(F.col("mf") == "send").groupBy("op").agg(F.count(F.lit(1)).alias("n_sends"))
+    per_send = (F.col("f") != "txn") & (F.col("n_sends") >= 2)
+    node = F.col("op") * NODE_SHIFT + F.when(per_send, F.col("mop_index") + 1).otherwise(F.lit(0))
+    positions = facts.positions(t).select("key", "value", "position")
+    return (facts.must_writes(t).join(sends_per_op, "op").join(positions, ["key", "value"], "left")
+            .select("key", "value", "position", node.alias("node"), "op", "process"))
+
+
+def _readers(t: Tables) -> DataFrame:
+    """key, value, node, op of every `ok` read."""
+    return (facts.ok_reads(t).select("key", "value", (F.col("op") * NODE_SHIFT).alias("node"), "op", "process")
+            .distinct())
+
+
+def _edge(df: DataFrame, src: str, dst: str, kind, key: str = "key") -> DataFrame:
+    kind_col = kind if not isinstance(kind, int) else F.lit(kind)
+    return df.select(F.col(src).alias("src"), F.col(dst).alias("dst"), kind_col.cast("int").alias("kind"),
+                     F.col(key).cast("long").alias("key"))
+
+
+def _distinct_edges(edges: DataFrame) -> DataFrame:
+    return (edges.where(F.col("src") != F.col("dst"))
+            .groupBy("src", "dst", "kind").agg(F.min("key").alias("key")))
+
+
+def _data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
+    """Uncompressed ww and wr edges."""
+    chain = Window.partitionBy("key").orderBy("position", "node")
+    placed = writers.where(F.col("position").isNotNull())
+    ww = placed.withColumn("next", F.lead("node").over(chain)).where(F.col("next").isNotNull())
+    wr = writers.select("key", "value", F.col("node").alias("w")).join(
+        readers.select("key", "value", F.col("node").alias("r")), ["key", "value"])
+    return _edge(ww, "node", "next", WW).unionByName(_edge(wr, "w", "r", WR))
+
+
+def _junctions(writers: DataFrame, readers: DataFrame) -> DataFrame:
+    """Nodes that write two keys or both read and write: every data-only cycle passes through one."""
+    written = writers.groupBy("node").agg(F.countDistinct("key").alias("n_keys"))
+    reading = readers.select("node").distinct().withColumn("reads", F.lit(True))
+    return (written.join(reading, "node", "left")
+            .where((F.col("n_keys") >= 2) | F.col("reads").isNotNull()).select("node"))
+
+
+def _compressed_data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
+    """ww/wr edges between junctions only; a path through plain writers becomes one edge."""
+    junctions = _junctions(writers, readers).withColumn("junction", F.lit(True))
+    w = writers.join(junctions, "node", "left").withColumn("junction", F.col("junction").isNotNull())
+    placed = w.where(F.col("position").isNotNull())
+    following = Window.partitionBy("key").orderBy("position", "node").rowsBetween(1, Window.unboundedFollowing)
+    preceding = Window.partitionBy("key").orderBy("position", "node").rowsBetween(Window.unboundedPreceding, 0)
+    junction_node = F.when(F.col("junction"), F.col("node"))
+    chained = (placed.withColumn("next_j", F.first(junction_node, ignorenulls=True).over(following))
+               .withColumn("owner", F.last(junction_node, ignorenulls=True).over(preceding)))
+    ww = chained.where(F.col("junction") & F.col("next_j").isNotNull())
+    # Unplaced writers read by someone still give wr edges from themselves.
+    owners = (chained.where(F.col("owner").isNotNull()).select("key", "value", "node", "owner")
+              .unionByName(w.where(F.col("position").isNull() & F.col("junction"))
+                           .select("key", "value", "node", F.col("node").alias("owner"))))
+    junction_readers = readers.join(junctions.select("node"), "node", "left_semi")
+    wr = owners.join(junction_readers.select("key", "value", F.col("node").alias("r")), ["key", "value"])
+    wr_kind = F.when(F.col("owner") == F.col("node"), F.lit(WR)).otherwise(F.lit(WW | WR))
+    return _edge(ww, "node", "next_j", WW).unionByName(_edge(wr, "owner", "r", wr_kind))
+
+
+def _graph_ops(t: Tables, writers: DataFrame, readers: DataFrame) -> DataFrame:
+    """node, op, process, invoke_index, invoke_time, complete_time of every graph node."""
+    nodes = writers.select("node", "op").unionByName(readers.select("node", "op")).distinct()
+    return nodes.join(t.ops.select("op", "process", "invoke_index", "invoke_time", "complete_time"), "op")
+
+
+def _process_edges(nodes: DataFrame) -> DataFrame:
+    """Every node of a graph op -> every node of the same process's next graph op."""
+    ops = nodes.select("op", "process", "invoke_index").distinct()
+    nxt = ops.withColumn("next_op", F.lead("op").over(Window.partitionBy("process").orderBy("invoke_index")))
+    pairs = nxt.where(F.col("next_op").isNotNull()).select("op", "next_op")
+    src = nodes.select("op", F.col("node").alias("a"))
+    dst = nodes.select(F.col("op").alias("next_op"), F.col("node").alias("b"))
+    linked = pairs.join(src, "op").join(dst, "next_op")
+    return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", PROC, "nokey")
+
+
+def _realtime_edges(nodes: DataFrame) -> DataFrame:
+    """Transitive reduction of "A completed before B was invoked" among graph ops of different processes."""
+    ops = nodes.select("op", "process", F.col("invoke_time").alias("it"), F.col("complete_time").alias("ct")).distinct()
+    ranked = (ops.withColumn("r", F.row_number().over(Window.orderBy("it", "op")) - 1)
+              .withColumn("sm", F.min(F.coalesce("ct", F.lit(NO_TIME))).over(
+                  Window.orderBy(F.desc("it"), F.desc("op")).rowsBetween(Window.unboundedPreceding, 0))))
+    ranked = ranked.localCheckpoint()
+    invokes = ranked.select(F.col("it").alias("t"), F.lit(1).alias("w"), F.lit(None).cast("long").alias("q"),
+                            F.lit(None).cast("long").alias("qt"))
+
+    def count_at_or_before(queries: DataFrame, time_col: str, out: str) -> DataFrame:
+        # Number of invokes with it <= the query time: invokes sort before queries on ties.
+        q = queries.select(F.col(time_col).alias("t"), F.lit(0).alias("w"), F.col("op").alias("q"),
+                           F.col(time_col).alias("qt"))
+        running = F.sum("w").over(Window.orderBy("t", F.desc("w")).rowsBetween(Window.unboundedPreceding, 0))
+        return (invokes.unionByName(q).withColumn(out, running).where(F.col("w") == 0)
+                .select(F.col("q").alias("op"), out))
+
+    sources = ranked.where(F.col("ct").isNotNull()).select("op", "process", "ct")
+    lo = count_at_or_before(sources, "ct", "lo")
+    bound = (lo.join(ranked.select(F.col("r").alias("lo"), F.col("sm").alias("bound")), "lo")
+             .where(F.col("bound") < NO_TIME))
+    hi = count_at_or_before(bound, "bound", "hi")
+    spans = lo.join(hi, "op").where(F.col("hi") > F.col("lo"))
+    targets = (spans.select("op", F.explode(F.sequence("lo", F.col("hi") - 1)).alias("r"))
+               .join(ranked.select("r", F.col("op").alias("b_op"), F.col("process").alias("b_process")), "r")
+               .join(sources.select("op", "process"), "op")
+               .where(F.col("process") != F.col("b_process")))
+    linked = (targets.join(nodes.select("op", F.col("node").alias("a")), "op")
+              .join(nodes.select(F.col("op").alias("b_op"), F.col("node").alias("b")), "b_op"))
+    return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", RT, "nokey")
+
+
+def _trim(edges: DataFrame, count: int) -> tuple[DataFrame, int]:
+    """Drops edges whose source has no in-edge or whose target has no out-edge, a few rounds.
+
+    Only run when the graph is too big to collect: small graphs go to the driver as they are.
+    """
+    current = edges
+    for _ in range(TRIM_ROUNDS):
+        if count == 0:
+            break
+        has_in = current.select(F.col("dst").alias("src")).distinct()
+        has_out = current.select(F.col("src").alias("dst")).distinct()
+        trimmed = current.join(has_in, "src", "left_semi").join(has_out, "dst", "left_semi").localCheckpoint()
+        new_count = trimmed.count()
+        current = trimmed
+        if new_count == count:
+            break
+        count = new_count
+    return current.select("src", "dst", "kind", "key"), count
+
+
+# ---------------------------------------------------------------- driver side
+
+def strongly_connected(adjacency: dict) -> list[list]:
+    """Iterative Tarjan: the SCCs of ``{node: [(next, ...), ...]}`` (no recursion limit)."""
+    index_of, low, on_stack, stack, result = {}, {}, set(), [], []
+    counter = 0
+    for root in adjacency:
+        if root in index_of:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index_of[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            successors = adjacency.get(node, ())
+            recursed = False
+            while i < len(successors):
+                nxt = successors[i][0]
+                i += 1
+                if nxt not in index_of:
+                    work.append((node, i))
+                    work.append((nxt, 0))
+                    recursed = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index_of[nxt])
+            if recursed:
+                continue
+            if low[node] == index_of[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                result.append(component)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return result
+
+
+def search(graph: list[tuple], allowed: int, required: int) -> list[list[tuple]]:
+    """Shortest closed walks using only ``allowed`` kinds and every ``required`` kind, one per SCC.
+
+    ``graph`` is a list of (src, dst, kind, key). A walk is a list of
+    (node, kind, key): the node and the edge leaving it.
+    """
+    adjacency: dict = {}
+    for src, dst, kind, key in sorted(graph, key=lambda e: (e[0], e[1], e[2])):
+        if kind & ~allowed == 0:
+            adjacency.setdefault(src, []).append((dst, kind, key))
+            adjacency.setdefault(dst, [])
+    walks = []
+    for component in strongly_connected(adjacency):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        inside = [(src, dst, kind, key) for src in component for dst, kind, key in adjacency[src] if dst in members]
+        seen = 0
+        for _, _, kind, _ in inside:
+            seen |= kind
+        if seen & required != required:
+            continue
+        walk = _closed_walk(adjacency, members, inside, required)
+        if walk:
+            walks.append(walk)
+    return walks
+
+
+def _closed_walk(adjacency: dict, members: set, inside: list, required: int):
+    """BFS over (node, required kinds seen) from an edge of the rarest required kind back to its source."""
+    counts = {bit: sum(1 for e in inside if e[2] & bit) for bit in (WW, WR, PROC, RT) if required & bit}
+    rarest = min(counts, key=counts.get)
+    start_src, start_dst, start_kind, start_key = next(e for e in inside if e[2] & rarest)
+    start_state = (start_dst, start_kind & required)
+    parent = {start_state: None}
+    queue = deque([start_state])
+    while queue:
+        state = queue.popleft()
+        node, flags = state
+        if node == start_src and flags == required:
+            steps = []
+            while parent[state] is not None:
+                prev_state, kind, key = parent[state]
+                steps.append((prev_state[0], kind, key))
+                state = prev_state
+            steps.reverse()
+            return [(start_src, start_kind, start_key)] + steps
+        for nxt, kind, key in adjacency[node]:
+            if nxt not in members:
+                continue
+            nstate = (nxt, flags | (kind & required))
+            if nstate not in parent:
+                parent[nstate] = (state, kind, key)
+                queue.append(nstate)
+    return None
+
+
+def _node_label(node: int) -> str:
+    op, sub = divmod(node, NODE_SHIFT)
+    return f"op {op}" if sub == 0 else f"op {op} send {sub - 1}"
+
+
+def _edge_label(kind: int, key) -> str:
+    if kind & PROC:
+        return "process"
+    if kind & RT:
+        return "realtime"
+    name = {WW: "ww", WR: "wr", WW | WR: "ww..wr"}[kind]
+    return f"{name}(key {key})"
+
+
+def describe(walk: list[tuple]) -> str:
+    """'op 12 -ww(key 3)-> op 40 -wr(key 1)-> op 12'."""
+    parts = []
+    for node, kind, key in walk:
+        parts.append(f"{_node_label(node)} -{_edge_label(kind, key)}->")
+    parts.append(_node_label(walk[0][0]))
+    return " ".join(parts)
+
+
+def _first_key(walk: list[tuple]):
+    return next((key for _, kind, key in walk if key is not None), None)

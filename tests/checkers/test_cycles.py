@@ -1,0 +1,278 @@
+"""G0/G1c cycle families: each found on a small history, and absent from a near-identical one.
+
+Scenarios use disjoint keys and processes, so one run holds them all and
+Spark is started on it once per module (the checker work, not the
+assertions, is what costs time); each test then asserts one property of its
+scenario's ops.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checkers import cycles
+from checkers.load import load
+from txn_events import op, poll, send
+
+pytestmark = pytest.mark.spark
+
+KEYS = 24
+
+
+def inv(process, f, mops):
+    invoke_mops = [{"f": "send", "key": m["key"], "value": m["value"]} if m["f"] == "send" else {"f": "poll"}
+                   for m in mops]
+    return {"process": process, "type": "invoke", "f": f, "mops": invoke_mops}
+
+
+def done(process, f, mops, **fields):
+    return {"process": process, "type": "ok", "f": f, "mops": mops, **fields}
+
+
+# Each scenario: (events, k = first key, p = first process). Ops of a scenario are its completions.
+
+def g0(k, p, cycle=True):
+    """T1 writes k@0, k+1@1; T2 writes k@1 and k+1 at 0 (cycle) or 2 (none)."""
+    return (op(p, "txn", [send(k, 1, 0), send(k + 1, 2, 1)], txn_id=f"a{p}")
+            + op(p + 1, "txn", [send(k, 3, 1), send(k + 1, 4, 0 if cycle else 2)], txn_id=f"b{p}"))
+
+
+def g1c(k, p, cycle=True):
+    """T1 writes k and reads T2's k+1; T2 writes k+1 and (if cycle) reads T1's k."""
+    return (op(p, "txn", [send(k, 1, 0), poll(k + 1, 0, 2)], txn_id=f"a{p}")
+            + op(p + 1, "txn", [send(k + 1, 2, 0)] + ([poll(k, 0, 1)] if cycle else []), txn_id=f"b{p}"))
+
+
+def g1c_ww(k, p, plain_writers=0):
+    """T1 writes k@0 and reads T2's k+1; plain writers of k in between; T2 writes k last and k+1."""
+    events = op(p, "txn", [send(k, 1, 0), poll(k + 1, 0, 2)], txn_id=f"a{p}")
+    for i in range(plain_writers):
+        events += op(p + 2 + i, "send", [send(k, 10 + i, 1 + i)])
+    return events + op(p + 1, "txn", [send(k, 3, 1 + plain_writers), send(k + 1, 2, 0)], txn_id=f"b{p}")
+
+
+def g1c_process(k, p, same_process=True):
+    """A (p) reads D's k+1 then B (p) writes k; C (p+1) reads B's k then D writes k+1 (in p+1, or p+2)."""
+    d = p + 1 if same_process else p + 2
+    return [inv(p, "poll", [{"f": "poll"}]), inv(p + 1, "poll", [{"f": "poll"}]),
+            done(p, "poll", [poll(k + 1, 0, 2)]), done(p + 1, "poll", [poll(k, 0, 1)]),
+            inv(p, "send", [send(k, 1)]), inv(d, "send", [send(k + 1, 2)]),
+            done(p, "send", [send(k, 1, 0)]), done(d, "send", [send(k + 1, 2, 0)])]
+
+
+def g0_process(k, p, cycle=True):
+    """One process sends twice to k; the second value lands first (cycle) or after."""
+    return op(p, "send", [send(k, 1, 1 if cycle else 0)]) + op(p, "send", [send(k, 2, 0 if cycle else 1)])
+
+
+def g0_realtime(k, p, cycle=True):
+    """Two processes, one after the other, send to k; the later value lands first (cycle) or after."""
+    return op(p, "send", [send(k, 1, 1 if cycle else 0)]) + op(p + 1, "send", [send(k, 2, 0 if cycle else 1)])
+
+
+def g1c_realtime(k, p, cycle=True):
+    """A (p) reads k's value 1, written by B (p+1) invoked after A completed (cycle) or overlapping A."""
+    if cycle:
+        return op(p, "poll", [poll(k, 0, 1)]) + op(p + 1, "send", [send(k, 1, 0)])
+    return [inv(p, "poll", [{"f": "poll"}]), inv(p + 1, "send", [send(k, 1)]),
+            done(p, "poll", [poll(k, 0, 1)]), done(p + 1, "send", [send(k, 1, 0)])]
+
+
+def g1c_ww_realtime(k, p):
+    """A -ww(k)-> B -wr(k+1)-> C -rt-> A, where B overlaps A and C, so no cycle without the ww edge."""
+    return [{"process": p + 1, "type": "invoke", "f": "txn", "txn_id": f"b{p}", "mops": [send(k, 2), send(k + 1, 3)]},
+            inv(p + 2, "poll", [{"f": "poll"}]),
+            done(p + 2, "poll", [poll(k + 1, 0, 3)]),
+            inv(p, "send", [send(k, 1)]),
+            done(p, "send", [send(k, 1, 0)]),
+            done(p + 1, "txn", [send(k, 2, 1), send(k + 1, 3, 0)], txn_id=f"b{p}")]
+
+
+def multi_send(k, p):
+    """A plain op with two sends interleaved with another's: no G0, its sends are not atomic."""
+    return op(p, "send", [send(k, 1, 0), send(k + 1, 2, 1)]) + op(p + 1, "send", [send(k, 3, 1), send(k + 1, 4, 0)])
+
+
+def combine(scenarios: dict):
+    """One history from named scenarios; returns it and each scenario's op ids (completion indices)."""
+    events, ops = [], {}
+    for name, scenario in scenarios.items():
+        start = len(events)
+        events += scenario
+        ops[name] = {start + i for i, e in enumerate(scenario) if e["type"] != "invoke"}
+    return events, ops
+
+
+POSITIVE = {
+    "g0": g0(0, 0), "g1c": g1c(2, 10), "g1c_ww": g1c_ww(4, 20), "compressed": g1c_ww(6, 30, plain_writers=2),
+    "g1c_process": g1c_process(8, 40), "g0_process": g0_process(10, 50), "g1c_realtime": g1c_realtime(11, 60),
+    "g0_realtime": g0_realtime(12, 70), "g1c_ww_realtime": g1c_ww_realtime(13, 80), "multi_send": multi_send(15, 90),
+}
+NEGATIVE = {
+    "g0": g0(0, 0, cycle=False), "g1c": g1c(2, 10, cycle=False), "g1c_process": g1c_process(8, 40, same_process=False),
+    "g0_process": g0_process(10, 50, cycle=False), "g1c_realtime": g1c_realtime(11, 60, cycle=False),
+    "g0_realtime": g0_realtime(12, 70, cycle=False),
+}
+
+
+def write(directory, events):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "history.jsonl", "w") as out:
+        for index, event in enumerate(events):
+            out.write(json.dumps({"index": index, "time": 1000 * index, **event}) + "\n")
+    test = {"name": "cycles", "keys": {str(k): ["t", k] for k in range(KEYS)},
+            "client": {"isolation.level": "read_committed"}, "drain": {"complete": True}}
+    (directory / "test.json").write_text(json.dumps(test))
+    return directory
+
+
+def run(spark, directory, scenarios, **options):
+    events, ops = combine(scenarios)
+    rows = cycles.find(load(write(directory, events), spark), **options).collect()
+    return rows, ops
+
+
+@pytest.fixture(scope="module")
+def positive(spark, tmp_path_factory):
+    return run(spark, tmp_path_factory.mktemp("positive"), POSITIVE)
+
+
+@pytest.fixture(scope="module")
+def negative(spark, tmp_path_factory):
+    return run(spark, tmp_path_factory.mktemp("negative"), NEGATIVE)
+
+
+def of(result, scenario):
+    """name -> row for the cycles made of the scenario's ops."""
+    rows, ops = result
+    return {row["name"]: row for row in rows if set(row["ops"]) <= ops[scenario]}
+
+
+def ids(result, scenario):
+    return sorted(result[1][scenario])
+
+
+def test_g0_is_found_with_its_ops_in_order(positive):
+    found = of(positive, "g0")
+    assert "G0" in found and "G1c" not in found and "G1c-ww" not in found
+    a, b = ids(positive, "g0")
+    assert found["G0"]["cycle"] in (f"op {a} -ww(key 0)-> op {b} -ww(key 1)-> op {a}",
+                                    f"op {b} -ww(key 1)-> op {a} -ww(key 0)-> op {b}")
+    assert found["G0"]["key"] in (0, 1) and found["G0"]["time"] is not None
+
+
+def test_no_g0_when_writes_agree(negative):
+    assert "G0" not in of(negative, "g0")
+
+
+def test_wr_only_cycle_is_g1c(positive):
+    found = of(positive, "g1c")
+    assert "G1c" in found and "G1c-ww" not in found and "G0" not in found
+    assert sorted(found["G1c"]["ops"]) == ids(positive, "g1c")
+    assert found["G1c"]["cycle"].count("-wr(key ") == 2
+
+
+def test_no_g1c_without_the_second_read(negative):
+    found = of(negative, "g1c")
+    assert "G1c" not in found and "G1c-ww" not in found
+
+
+def test_cycle_needing_a_ww_edge_is_g1c_ww(positive):
+    found = of(positive, "g1c_ww")
+    assert "G1c-ww" in found and "G1c" not in found
+    a, b = ids(positive, "g1c_ww")
+    assert found["G1c-ww"]["cycle"] in (f"op {a} -ww(key 4)-> op {b} -wr(key 5)-> op {a}",
+                                        f"op {b} -wr(key 5)-> op {a} -ww(key 4)-> op {b}")
+
+
+def test_plain_writers_between_junctions_compress_to_one_ww_edge(positive):
+    found = of(positive, "compressed")
+    a, *_, b = ids(positive, "compressed")
+    assert "G1c-ww" in found and "G1c" not in found
+    assert f"op {a} -ww(key 6)-> op {b}" in found["G1c-ww"]["cycle"]
+
+
+def test_g1c_process_is_found(positive):
+    found = of(positive, "g1c_process")
+    assert "G1c-process" in found and "G1c" not in found
+    assert sorted(found["G1c-process"]["ops"]) == ids(positive, "g1c_process")
+    cycle = found["G1c-process"]["cycle"]
+    assert cycle.count("-process->") == 2 and cycle.count("-wr(key ") == 2
+
+
+def test_no_g1c_process_without_process_order(negative):
+    assert "G1c-process" not in of(negative, "g1c_process")
+
+
+def test_g0_process_is_found(positive):
+    found = of(positive, "g0_process")
+    a, b = ids(positive, "g0_process")
+    assert found["G0-process"]["cycle"] in (f"op {a} -process-> op {b} -ww(key 10)-> op {a}",
+                                            f"op {b} -ww(key 10)-> op {a} -process-> op {b}")
+    assert "G0-realtime" not in found, "same-process order is process order, not real time"
+
+
+def test_no_g0_process_when_sends_land_in_order(negative):
+    assert of(negative, "g0_process") == {}
+
+
+def test_g1c_realtime_is_found(positive):
+    found = of(positive, "g1c_realtime")
+    assert set(found) == {"G1c-realtime"}
+    a, b = ids(positive, "g1c_realtime")
+    assert found["G1c-realtime"]["key"] == 11
+    assert found["G1c-realtime"]["cycle"] in (f"op {a} -realtime-> op {b} -wr(key 11)-> op {a}",
+                                              f"op {b} -wr(key 11)-> op {a} -realtime-> op {b}")
+
+
+def test_no_g1c_realtime_when_ops_overlap(negative):
+    assert of(negative, "g1c_realtime") == {}
+
+
+def test_g0_realtime_is_found(positive):
+    found = of(positive, "g0_realtime")
+    assert set(found) == {"G0-realtime"}
+    assert sorted(found["G0-realtime"]["ops"]) == ids(positive, "g0_realtime")
+
+
+def test_no_g0_realtime_when_sends_land_in_order(negative):
+    assert of(negative, "g0_realtime") == {}
+
+
+def test_g1c_ww_realtime_is_found(positive):
+    found = of(positive, "g1c_ww_realtime")
+    assert set(found) == {"G1c-ww-realtime"}
+    assert sorted(found["G1c-ww-realtime"]["ops"]) == ids(positive, "g1c_ww_realtime")
+
+
+def test_plain_op_with_several_sends_is_one_node_per_send(positive):
+    assert "G0" not in of(positive, "multi_send")
+
+
+def test_spark_path_finds_what_the_driver_path_finds(spark, tmp_path, positive):
+    """Big runs build the graphs in Spark: forced here, it must report exactly the same cycles."""
+    big, _ = run(spark, tmp_path, POSITIVE, driver_limit=0)
+    assert sorted((r["name"], r["cycle"]) for r in big) == sorted((r["name"], r["cycle"]) for r in positive[0])
+
+
+def test_edge_cap_says_the_search_was_incomplete(spark, tmp_path):
+    rows, _ = run(spark, tmp_path, {"g0": g0(0, 0)}, edge_cap=1, driver_limit=0)
+    assert {row["name"] for row in rows} == {"cycle-search-incomplete"}
+    assert len(rows) == 3 and all("above the cap of 1" in row["cycle"] for row in rows)
+
+
+def test_search_requires_every_kind():
+    graph = [(1, 2, cycles.WW, 0), (2, 1, cycles.WR, 1), (2, 3, cycles.WR, 2), (3, 1, cycles.RT, None)]
+    assert [len(w) for w in cycles.search(graph, cycles.WW | cycles.WR | cycles.RT, cycles.WW | cycles.RT)] == [3]
+    assert [len(w) for w in cycles.search(graph, cycles.WW | cycles.WR, cycles.WW | cycles.WR)] == [2]
+    assert cycles.search(graph, cycles.WW | cycles.RT, cycles.WW) == []
+
+
+def test_tarjan_handles_long_chains_without_recursion():
+    n = 50_000
+    adjacency = {i: [(i + 1, 1, 0)] for i in range(n)}
+    adjacency[n] = [(0, 1, 0)]
+    components = cycles.strongly_connected(adjacency)
+    assert len(components) == 1 and len(components[0]) == n + 1
