@@ -240,11 +240,17 @@ def _start_time(pid: int) -> str | None:
 
 
 def registry_dir(lab_name: str) -> str:
-    return os.path.join(REGISTRY_ROOT, lab_name)
+    return os.path.join(os.environ.get("GREGOR_CLIENTS_DIR", REGISTRY_ROOT), lab_name)
 
 
-def kill_leftover_clients(lab_name: str, progress=None) -> int:
-    """SIGKILLs client processes a crashed run of this lab left (paused or not)."""
+def kill_leftover_clients(lab_name: str | None = None, progress=None) -> int:
+    """SIGKILLs client processes a crashed run of this lab left (paused or not).
+
+    For `gregor run` (before it starts) and `gregor lab down`. A registry
+    entry whose pid now belongs to another process (other start time) is
+    only forgotten.
+    """
+    lab_name = lab_name or os.environ.get("GREGOR_LAB") or "gregor"
     directory = registry_dir(lab_name)
     killed = 0
     if not os.path.isdir(directory):

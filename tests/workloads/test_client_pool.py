@@ -75,3 +75,30 @@ def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
     assert problems(history, TEST) == []
     assert not os.path.exists(f"/proc/{paused['pid']}") or \
         open(f"/proc/{paused['pid']}/stat").read().split()[2] == "Z"
+
+
+def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared(tmp_path,
+                                                                                 monkeypatch):
+    import subprocess
+    import sys
+    from workloads.clients import _start_time, kill_leftover_clients
+
+    monkeypatch.setenv("GREGOR_CLIENTS_DIR", str(tmp_path))
+    lab = "leftovers"
+    directory = tmp_path / lab
+    directory.mkdir()
+    paused = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(paused.pid, signal.SIGSTOP)
+        (directory / str(paused.pid)).write_text(_start_time(paused.pid))
+        (directory / str(bystander.pid)).write_text("1")    # a recycled pid: other start time
+        assert kill_leftover_clients(lab) == 1
+        assert paused.wait(timeout=10) == -signal.SIGKILL
+        assert bystander.poll() is None
+        assert list(directory.iterdir()) == []
+    finally:
+        for proc in (paused, bystander):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
