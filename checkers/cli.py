@@ -61,12 +61,27 @@ def run_check(args) -> int:
     if args.elle_jar and not os.path.isfile(args.elle_jar):
         raise GregorError(f"--elle-jar {args.elle_jar}: no such file")
     conf = parse_conf(args.spark_conf)
+    _check_run_files(args.dir)  # fail in a second, before a JVM starts
     spark = get_spark(args.spark_master, conf)
     result = check_dir(args.dir, spark=spark, max_examples=args.examples, elle_jar=args.elle_jar,
                        progress=lambda line: print(line, flush=True))
     print(summary(result))
     print(f"results: {os.path.join(args.dir, 'results.json')}")
     return EXIT_CODES[result["verdict"]]
+
+
+def _check_run_files(directory: str) -> None:
+    from pathlib import Path
+
+    from harness.errors import GregorError
+    from checkers.load import read_test
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise GregorError(f"{directory}: no such run directory")
+    if not (path / "history.jsonl").is_file():
+        raise GregorError(f"{path / 'history.jsonl'} not found: `gregor check` needs a run directory holding history.jsonl")
+    read_test(path)
 
 
 def summary(result: dict) -> str:

@@ -1,0 +1,92 @@
+"""`gregor check DIR`: exit codes, the printed summary, and histories that must not raise false alarms.
+
+Named test_check_cli.py (not test_cli.py) so its module name cannot clash
+with another package's CLI tests in the same pytest run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from checker_histories import History, base_test, poll, send
+from checkers import cli as check_cli
+from harness.cli import main
+
+
+def clean_history(cut_short: bool) -> History:
+    """Offset gaps from transaction markers, an info send no one read, values
+    read by fail ops and (optionally) an invoke with no completion: no anomaly."""
+    h = History()
+    h.op(0, "txn", [send(0, 1, 0), send(0, 2, 1)], txn_id="a", commit_time=0)
+    h.nemesis("kill", {"killed": ["n2"]})
+    h.op(0, "txn", [send(0, 3, 3), send(0, 4, 4)], txn_id="a", commit_time=0)  # offset 2: a marker
+    h.op(1, "poll", [poll(0, 0, 1), poll(0, 1, 2), poll(0, 3, 3), poll(0, 4, 4)])
+    h.op(2, "poll", [poll(0, 0, 1), poll(0, 1, 2)])
+    h.op(2, "poll", [poll(0, 3, 3), poll(0, 4, 4)])
+    h.nemesis("start", {"started": ["n2"]})
+    h.op(3, "send", [send(1, 5)], type="info", error="_MSG_TIMED_OUT")      # no one read it
+    h.op(4, "send", [send(2, 6)], type="fail", error="NOT_ENOUGH_REPLICAS")
+    h.op(5, "poll", [poll(2, 0, 6)], type="fail", error="COORDINATOR_LOAD")   # read by a fail op only
+    h.op(4, "send", [send(2, 7, 1)])
+    h.op(5, "poll", [poll(2, 1, 7)])
+    if cut_short:
+        h.invoke(6, "send", [send(3, 8)])
+        h.invoke(7, "poll", [{"f": "poll"}])
+    return h
+
+
+@pytest.mark.spark
+def test_cut_short_clean_history_is_unknown_exit_3_with_no_anomaly(spark, tmp_path, capsys):
+    run = clean_history(cut_short=True).write(tmp_path)
+    assert main(["check", str(run)]) == 3
+    out = capsys.readouterr().out
+    assert "verdict: unknown" in out and "cut short" in out
+    assert f"results: {run}/results.json" in out
+    result = json.loads((run / "results.json").read_text())
+    assert result["anomalies"] == {} and result["cut_short"] is True
+    assert result["stats"]["info"] == 3
+
+
+@pytest.mark.spark
+def test_complete_clean_history_is_valid_exit_0(spark, tmp_path, capsys):
+    run = clean_history(cut_short=False).write(tmp_path)
+    assert main(["check", str(run), "--examples", "3", "--spark-conf", "spark.sql.shuffle.partitions=2"]) == 0
+    assert "verdict: valid" in capsys.readouterr().out
+    result = json.loads((run / "results.json").read_text())
+    assert result["verdict"] == "valid" and result["anomalies"] == {}
+    assert result["nemesis"][0]["label"] == "kill n2"
+
+
+def test_invalid_result_exits_1_and_prints_permissions(monkeypatch, tmp_path, capsys):
+    # A fake check (unit test of the CLI module alone): the exit code follows the verdict.
+    run = clean_history(cut_short=False).write(tmp_path)
+    fake = {"verdict": "invalid", "verdict_reasons": ["bad anomalies: lost-write"],
+            "anomalies": {"lost-write": {"count": 2, "allowed": False, "why_allowed": None},
+                          "duplicate": {"count": 312, "allowed": True, "why_allowed": "enable.idempotence=false"}},
+            "stats": {"ops": 10, "ok": 9, "info": 1, "fail": 0}, "checker": {"seconds": 1.0}}
+    monkeypatch.setattr("checkers.spark.get_spark", lambda master=None, conf=None: None)
+    monkeypatch.setattr("checkers.check.check_dir", lambda *a, **k: fake)
+    assert main(["check", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "duplicate: 312, permitted because enable.idempotence=false" in out
+    assert "lost-write: 2, bad" in out
+
+
+def test_missing_test_json_exits_2_with_one_line(tmp_path, capsys):
+    (tmp_path / "history.jsonl").write_text("")
+    assert main(["check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gregor: error:") and "test.json not found" in err and "\n" not in err
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_bad_spark_conf_exits_2(tmp_path, capsys):
+    clean_history(cut_short=False).write(tmp_path)
+    assert main(["check", str(tmp_path), "--spark-conf", "no-equals-sign"]) == 2
+    assert "key=value" in capsys.readouterr().err
+
+
+def test_exit_codes_are_documented():
+    assert check_cli.EXIT_CODES == {"valid": 0, "invalid": 1, "unknown": 3}
