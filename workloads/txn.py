@@ -79,7 +79,7 @@ class TxnRunner:
     def run(self, tp: TransactionalProducer, mops: list, abort: bool, consumer=None,
             group: str | None = None, rebalance: RebalanceLog | None = None,
             extra_invoke: dict | None = None, outputs=None, hold_s: float = 0.0,
-            poll_timeout_s: float = 0.05) -> dict:
+            poll_timeout_s: float = 0.02) -> dict:
         """Invokes, performs and completes one `txn` op; returns the completion.
 
         `outputs(polled) -> list of send mops` lets a copier decide sends from
