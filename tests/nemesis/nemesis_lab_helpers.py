@@ -91,7 +91,7 @@ for i in range(count):
 """
 
 
-def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 2.5) -> dict[tuple[str, str], int]:
+def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 1.5) -> dict[tuple[str, str], int]:
     """Distinct datagrams that arrived, per directed (source, destination) pair.
 
     UDP needs no answer, so unlike TCP it shows one-way cuts as one-way.
@@ -181,3 +181,20 @@ def unread_acked_writes(history: list[dict]) -> set[tuple[int, int]]:
             elif mop.get("f") == "poll" and "value" in mop:
                 read.add((mop["key"], mop["value"]))
     return acked - read
+
+
+def lost_below_read_bound(history: list[dict]) -> set[tuple[int, int]]:
+    """Acknowledged writes that no `ok` poll returned although `ok` polls read
+    the same key at or past the write's offset: the log moved on without them
+    (lost, in ANOMALIES.md's sense), whether or not the drain reached the end."""
+    acked, read, bound = {}, set(), {}
+    for event in history:
+        if event.get("type") != "ok":
+            continue
+        for mop in event.get("mops") or ():
+            if mop.get("f") == "send" and mop.get("offset") is not None:
+                acked[(mop["key"], mop["value"])] = mop["offset"]
+            elif mop.get("f") == "poll" and "value" in mop:
+                read.add((mop["key"], mop["value"]))
+                bound[mop["key"]] = max(bound.get(mop["key"], -1), mop["offset"])
+    return {kv for kv, offset in acked.items() if kv not in read and offset <= bound.get(kv[0], -1)}
