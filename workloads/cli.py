@@ -142,6 +142,13 @@ def validate(args) -> dict:
     if cfg["concurrency"] < module.MIN_CONCURRENCY:
         raise GregorError(f"--concurrency {cfg['concurrency']} is too low: the "
                           f"{args.workload} workload needs at least {module.MIN_CONCURRENCY}")
+    if cfg["idempotence"] and args.workload in ("queue", "group", "eos"):
+        if cfg["acks"] != "all":
+            raise GregorError(f"--acks {cfg['acks']} needs --idempotence false "
+                              "(an idempotent producer requires acks=all)")
+        if cfg["max_in_flight"] > 5:
+            raise GregorError(f"--max-in-flight {cfg['max_in_flight']} needs --idempotence false "
+                              "(an idempotent producer allows at most 5)")
     rf = min(3, cfg["nodes"])
     if args.replication_factor is not None:
         rf = _int(args, "replication-factor", 1, cfg["nodes"])

@@ -23,6 +23,9 @@ CASES = [
     (["--workload", "queue", "--nodes", "1", "--min-insync-replicas", "2"],
      "exceeds the replication factor 1"),
     (["--workload", "queue", "--name", "a/b"], "--name 'a/b' may hold only"),
+    (["--workload", "queue", "--acks", "1"], "--acks 1 needs --idempotence false"),
+    (["--workload", "queue", "--max-in-flight", "6"], "--max-in-flight 6 needs --idempotence false"),
+    (["--workload", "queue", "--batch", "x"], "--batch must be a whole number"),
 ]
 
 
