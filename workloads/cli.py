@@ -25,7 +25,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a workload against the lab and record its history",
         description="Bring up (or reuse) the lab, run a workload with faults, drain, "
-                    "write store/<test>/<start-time>/ and check it.")
+                    "write store/<test>/<start-time>/ and check it. Exit status: 0 valid or "
+                    "unknown (or --no-check), 1 invalid, 2 bad parameters, 130 interrupted.")
     add_arguments(parser)
     parser.set_defaults(func=main)
 

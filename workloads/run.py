@@ -331,7 +331,9 @@ def run(cfg: dict) -> int:
     if interrupted:
         return 130
     if cfg["check"]:
-        check_and_report(run_dir)
+        verdict = check_and_report(run_dir)
+        if verdict == "invalid":
+            return 1        # as Jepsen: a run that found bad anomalies fails
     return 0
 
 
@@ -349,19 +351,27 @@ def _raise_interrupt(_signum, _frame):
     raise KeyboardInterrupt
 
 
-def check_and_report(run_dir: str) -> None:
-    """The checker and the report, when those packages provide them."""
+def check_and_report(run_dir: str) -> str | None:
+    """The checker and the report, when those packages provide them; the verdict."""
     try:
         from checkers.check import check_dir
     except ImportError:
         say("check: the checker is not available yet; run `gregor check` later")
-        return
+        return None
     result = check_dir(run_dir)
     verdict = result.get("verdict") if isinstance(result, dict) else result
     say(f"check: verdict {verdict}")
     try:
-        from reports.render import write_report
+        from reports.cli import publish     # page + junit + the store's index
     except ImportError:
-        return
-    path = write_report(run_dir)
+        publish = None
+    if publish is not None:
+        path = publish(run_dir, progress=say)
+    else:
+        try:
+            from reports.render import write_report
+        except ImportError:
+            return verdict
+        path = write_report(run_dir)
     say(f"report: {path}")
+    return verdict
