@@ -329,3 +329,41 @@ def elle_section(t, run_dir, elle_jar: str | None = None) -> dict:
     except GregorError as error:
         return unavailable(str(error))
     return {"available": True, "command": command, "history": str(history), **parsed}
+
+
+# ------------------------------------------------------------ CLI
+
+EXPORT_FORMATS = {"jepsen": ("history.edn", export_jepsen_edn),
+                  "elle": ("elle-list-append.edn", export_list_append)}
+
+
+def register_export(subparsers) -> None:
+    """Adds `gregor export DIR [--format jepsen|elle] [--out PATH]`; checkers/cli.py calls this."""
+    from checkers.cli import add_spark_arguments
+
+    parser = subparsers.add_parser(
+        "export", help="write a run's history in Jepsen's Kafka EDN or Elle's list-append form",
+        description="Jepsen form: run Jepsen's Kafka checker on it. Elle form: "
+                    "java -jar elle-cli.jar --model list-append FILE.")
+    parser.add_argument("dir", metavar="DIR", help="run directory holding history.jsonl and test.json")
+    parser.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="jepsen",
+                        help="jepsen (default) or elle")
+    parser.add_argument("--out", metavar="PATH",
+                        help="output file (default DIR/history.edn or DIR/elle-list-append.edn)")
+    add_spark_arguments(parser)
+    parser.set_defaults(func=_run_export)
+
+
+def _run_export(args) -> int:
+    from checkers.spark import get_spark, parse_conf
+
+    if not os.path.isdir(args.dir):
+        raise GregorError(f"{args.dir}: no such run directory")
+    default_name, export = EXPORT_FORMATS[args.format]
+    out = Path(args.out or os.path.join(args.dir, default_name))
+    if not out.parent.is_dir():
+        raise GregorError(f"--out {out}: folder {out.parent} does not exist")
+    spark = get_spark(args.spark_master, parse_conf(args.spark_conf))
+    lines = export(args.dir, out, spark)
+    print(f"wrote {lines} ops lines in {args.format} form to {out}")
+    return 0
