@@ -99,11 +99,11 @@ def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) 
     else:
         graphs, times = _spark_graphs(t, writers.localCheckpoint(), readers.localCheckpoint(), edge_cap)
     rows = []
-    for variant, graph in graphs.items():
+    for kinds, graph in graphs.values():
         if isinstance(graph, str):
             rows.append(("cycle-search-incomplete", None, [], graph))
             continue
-        for kind in VARIANTS[variant]:
+        for kind in kinds:
             for walk in search(graph, kind.allowed, kind.required):
                 rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk],
                              describe(walk)))
@@ -117,27 +117,43 @@ def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) 
 
 
 def _spark_graphs(t: Tables, writers: DataFrame, readers: DataFrame, edge_cap: int):
-    """Per variant: the trimmed edge list, or a message saying why it was not collected."""
+    """Per graph: (the anomalies it is searched for, its trimmed edge list or why it was not collected).
+
+    The bad wr-only families get graphs of their own, without ww edges: in a
+    valid history those are acyclic along the potential (see _potential), so
+    the cover filter empties them, while the permitted ww families may stay
+    too big to collect on a long busy run.
+    """
     data = _data_edges(writers, readers).localCheckpoint()
     nodes = _graph_ops(t, writers, readers).localCheckpoint()
+    potential = _potential(nodes, readers).localCheckpoint()
     process = _process_edges(nodes).localCheckpoint()
+    realtime = _realtime_edges(nodes).localCheckpoint()
+    compressed = _compressed_data_edges(writers, readers).localCheckpoint()
+    wr = data.where(F.col("kind") == WR)
+    by_name = {kind.name: kind for kinds in VARIANTS.values() for kind in kinds}
     builders = {
-        "data": lambda: _compressed_data_edges(writers, readers),
-        "process": lambda: data.unionByName(process),
-        "realtime": lambda: data.unionByName(process).unionByName(_realtime_edges(nodes)),
+        "data-wr": (["G1c"], lambda: compressed.where(F.col("kind") == WR)),
+        "data": (["G0", "G1c-ww"], lambda: compressed),
+        "process-wr": (["G1c-process"], lambda: wr.unionByName(process)),
+        "process": (["G0-process", "G1c-ww-process"], lambda: data.unionByName(process)),
+        "realtime-wr": (["G1c-realtime"], lambda: wr.unionByName(process).unionByName(realtime)),
+        "realtime": (["G0-realtime", "G1c-ww-realtime"],
+                     lambda: data.unionByName(process).unionByName(realtime)),
     }
     graphs = {}
-    for variant, build in builders.items():
+    for graph, (names, build) in builders.items():
+        kinds = [by_name[name] for name in names]
         edges = _distinct_edges(build()).localCheckpoint()
         count = edges.count()
         if count > edge_cap:
-            edges, count = _trim(edges, count)
+            edges, count = _shrink(edges, count, potential)
         if count > edge_cap:
-            names = "/".join(kind.name for kind in VARIANTS[variant])
-            graphs[variant] = (f"{names} not checked: {count} edges remain after trimming, "
-                               f"above the cap of {edge_cap}")
+            graphs[graph] = (kinds, f"{'/'.join(names)} not checked: {count} edges remain after trimming, "
+                                    f"above the cap of {edge_cap}")
         else:
-            graphs[variant] = [(r["src"], r["dst"], r["kind"], r["key"]) for r in edges.collect()] if count else []
+            graphs[graph] = (kinds, [(r["src"], r["dst"], r["kind"], r["key"]) for r in edges.collect()]
+                             if count else [])
 
     def times(ops):
         found = t.ops.where(F.col("op").isin(ops)).select("op", "complete_time", "invoke_time").collect()
@@ -161,9 +177,9 @@ def _driver_graphs(t: Tables, write_rows, read_rows):
     process = _driver_process_edges(info, nodes_of)
     realtime = _driver_realtime_edges(info, nodes_of)
     graphs = {
-        "data": _dedupe(_driver_compressed_edges(write_rows, read_rows)),
-        "process": _dedupe(data + process),
-        "realtime": _dedupe(data + process + realtime),
+        "data": (VARIANTS["data"], _dedupe(_driver_compressed_edges(write_rows, read_rows))),
+        "process": (VARIANTS["process"], _dedupe(data + process)),
+        "realtime": (VARIANTS["realtime"], _dedupe(data + process + realtime)),
     }
 
     def times(ops):
@@ -336,9 +352,10 @@ def _compressed_data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
 
 
 def _graph_ops(t: Tables, writers: DataFrame, readers: DataFrame) -> DataFrame:
-    """node, op, process, invoke_index, invoke_time, complete_time of every graph node."""
+    """node, op, process, invoke_index, invoke_time, complete_time, commit_time of every graph node."""
     nodes = writers.select("node", "op").unionByName(readers.select("node", "op")).distinct()
-    return nodes.join(t.ops.select("op", "process", "invoke_index", "invoke_time", "complete_time"), "op")
+    return nodes.join(t.ops.select("op", "process", "invoke_index", "invoke_time", "complete_time", "commit_time"),
+                      "op")
 
 
 def _process_edges(nodes: DataFrame) -> DataFrame:
@@ -383,6 +400,58 @@ def _realtime_edges(nodes: DataFrame) -> DataFrame:
     linked = (targets.join(nodes.select("op", F.col("node").alias("a")), "op")
               .join(nodes.select(F.col("op").alias("b_op"), F.col("node").alias("b")), "b_op"))
     return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", RT, "nokey")
+
+
+def _potential(nodes: DataFrame, readers: DataFrame) -> DataFrame:
+    """node, phi: a time inside each op that wr, process and realtime edges of a valid history increase.
+
+    phi is the commit call of a transaction (its reads come before it, and
+    its writes become visible only after it), the completion of an op that
+    reads (the read came before), and the invoke of a plain writer (its
+    record cannot be read before). It lies within the op's interval, so
+    process and realtime edges always increase it.
+    """
+    reading = readers.select("node").distinct().withColumn("reads", F.lit(True))
+    start, end = F.col("invoke_time"), F.coalesce("complete_time", F.lit(NO_TIME))
+    committed = F.least(F.greatest("commit_time", start), end)
+    phi = (F.when(F.col("commit_time").isNotNull(), committed)
+           .when(F.col("reads").isNotNull(), F.coalesce("complete_time", "invoke_time"))
+           .otherwise(start))
+    return nodes.join(reading, "node", "left").select("node", phi.alias("phi"))
+
+
+def _cover(edges: DataFrame, potential: DataFrame) -> DataFrame:
+    """Keeps edges between nodes whose phi lies inside the span of some edge that does not increase phi.
+
+    Along any cycle phi must come back down, and every value it passes on
+    the way down is spanned by such an edge: nodes outside every span lie on
+    no cycle. One sort of spans and nodes, a running maximum: no range join.
+    """
+    src_phi = potential.select(F.col("node").alias("src"), F.col("phi").alias("src_phi"))
+    dst_phi = potential.select(F.col("node").alias("dst"), F.col("phi").alias("dst_phi"))
+    placed = edges.join(src_phi, "src").join(dst_phi, "dst")
+    spans = (placed.where(F.col("dst_phi") <= F.col("src_phi"))
+             .select(F.col("dst_phi").alias("at"), F.col("src_phi").alias("reach"), F.lit(None).cast("long").alias("node")))
+    points = (edges.select(F.col("src").alias("node")).unionByName(edges.select(F.col("dst").alias("node"))).distinct()
+              .join(potential, "node").select(F.col("phi").alias("at"), F.lit(None).cast("long").alias("reach"), "node"))
+    sweep = Window.orderBy("at", F.col("node").isNotNull()).rowsBetween(Window.unboundedPreceding, 0)
+    covered = (spans.unionByName(points).withColumn("furthest", F.max("reach").over(sweep))
+               .where(F.col("node").isNotNull() & (F.col("furthest") >= F.col("at"))).select("node"))
+    return (edges.join(covered.withColumnRenamed("node", "src"), "src", "left_semi")
+            .join(covered.withColumnRenamed("node", "dst"), "dst", "left_semi")
+            .select("src", "dst", "kind", "key"))
+
+
+def _shrink(edges: DataFrame, count: int, potential: DataFrame) -> tuple[DataFrame, int]:
+    """Cover filter and trimming, alternated while they still remove edges."""
+    for _ in range(3):
+        covered = _cover(edges, potential).localCheckpoint()
+        covered_count = covered.count()
+        edges, new_count = _trim(covered, covered_count)
+        if new_count == count or new_count == 0:
+            return edges, new_count
+        count = new_count
+    return edges, count
 
 
 def _trim(edges: DataFrame, count: int) -> tuple[DataFrame, int]:

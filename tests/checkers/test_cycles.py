@@ -259,8 +259,17 @@ def test_spark_path_finds_what_the_driver_path_finds(spark, tmp_path, positive):
 
 def test_edge_cap_says_the_search_was_incomplete(spark, tmp_path):
     rows, _ = run(spark, tmp_path, {"g0": g0(0, 0)}, edge_cap=1, driver_limit=0)
-    assert {row["name"] for row in rows} == {"cycle-search-incomplete"}
-    assert len(rows) == 3 and all("above the cap of 1" in row["cycle"] for row in rows)
+    assert rows and {row["name"] for row in rows} == {"cycle-search-incomplete"}
+    assert all("not checked" in row["cycle"] and "above the cap of 1" in row["cycle"] for row in rows)
+    assert any(row["cycle"].startswith("G0/G1c-ww not checked") for row in rows)
+
+
+def test_cover_filter_empties_a_valid_graph_before_the_cap(spark, tmp_path):
+    """Every edge of these valid scenarios moves forward in time: nothing is left to collect."""
+    valid = {"g0": g0(0, 0, cycle=False), "g0_process": g0_process(10, 50, cycle=False),
+             "g1c_realtime": g1c_realtime(11, 60, cycle=False), "g0_realtime": g0_realtime(12, 70, cycle=False)}
+    rows, _ = run(spark, tmp_path, valid, edge_cap=0, driver_limit=0)
+    assert rows == []
 
 
 def test_search_requires_every_kind():
