@@ -91,11 +91,12 @@ class NemesisRunner:
             if self._stop.wait(step.quiet_s):
                 return
             entry = self._start(step)
+            if entry is None:      # skipped: nothing to hold, go on to the next quiet period
+                continue
             self._stop.wait(step.hold_s)
-            if entry is not None:
-                with self._lock:
-                    if entry["id"] in self._active:
-                        self._heal(entry)
+            with self._lock:
+                if entry["id"] in self._active:
+                    self._heal(entry)
             if self._stop.is_set():
                 return
 

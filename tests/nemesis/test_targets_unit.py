@@ -7,6 +7,7 @@ test_lab_faults.py.
 """
 
 import random
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -15,6 +16,7 @@ from harness.errors import GregorError
 from nemesis.faults import Nemesis
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
+from nemesis.runner import NemesisRunner
 from nemesis.schedule import Step
 from nemesis.targets import TargetResolver, TargetUnavailable
 
@@ -175,3 +177,23 @@ def test_heal_of_a_dead_client_pid_does_nothing(world):
     lab, _, _ = world
     value = heal_entry(lab, {"fault": "pause", "nodes": [], "clients": [{"pid": 2**22 + 7, "starttime": 1}]})
     assert value == {"resumed": [], "resumed_clients": []}
+
+
+def test_runner_heals_what_is_in_force_when_stopped_and_stop_is_idempotent(world, monkeypatch, tmp_path):
+    monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path))
+    lab, ctx, _ = world
+    runner = NemesisRunner(ctx, faults=["kill"], interval_s=0.02, targets=["node:n2"], seed=1,
+                           admin=ScriptedAdmin())
+    runner.start()
+    deadline = time.monotonic() + 10
+    while not any(e["f"] == "kill" and e["type"] == "info" for e in ctx.events):
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    runner.stop()
+    runner.stop()
+    kills = [e for e in ctx.events if e["f"] == "kill" and e["type"] == "info"]
+    starts = [e for e in ctx.events if e["f"] == "start" and e["type"] == "info"]
+    assert len(kills) == len(starts) >= 1
+    assert ctx.events[-1]["f"] == "start" and lab.node("n2").state() == "running"
+    assert runner.schedule_summary()["counts"]["kill"] == len(kills)
+    assert not (tmp_path / "unit-faults.json").exists()
