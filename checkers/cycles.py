@@ -21,22 +21,37 @@ built in Spark and the graph is shrunk in Spark before anything is collected:
    chain is compressed to junction-to-junction edges (a path through
    non-junction writers becomes one ww edge, or a ww+wr edge when it ends in
    a read), and pure readers, which have no out-edge, vanish.
-4. Trimming: an edge can lie on a cycle only if its source has an in-edge and
-   its target an out-edge; this is iterated (TRIM_ROUNDS at most) in Spark.
-5. The residue is collected (at most ``edge_cap`` edges; beyond that the
-   variant is skipped and a `cycle-search-incomplete` row says so) and the
-   driver runs an iterative Tarjan SCC on the subgraph each anomaly allows,
-   then a BFS over (node, kinds-seen) for the shortest closed walk through the
-   SCC that uses every kind the anomaly requires. One instance per SCC.
+4. Small runs (at most ``driver_limit`` writes and reads) build the same
+   graphs on the driver directly. Bigger runs build them in Spark, with the
+   bad wr-only families (G1c, G1c-process, G1c-realtime) in graphs of their
+   own without ww edges, and collect a graph as it is when it has at most
+   ``edge_cap`` edges. Otherwise it is shrunk in Spark first:
+   - cover filter: every op gets a time phi inside its interval (commit call
+     of a txn, completion of a reader, invoke of a plain writer) that wr,
+     process and realtime edges of a valid history always increase. Along a
+     cycle phi must come back down, and every value it passes on the way
+     down is spanned by an edge that does not increase phi; nodes outside
+     every such span lie on no cycle. One sort and a running maximum.
+   - trimming: an edge lies on a cycle only if its source has an in-edge and
+     its target an out-edge; iterated (TRIM_ROUNDS at most).
+   Both alternate while they remove edges. A valid run's wr-only graphs
+   shrink to nothing this way, whatever its length.
+5. The residue is collected, or, if it still exceeds ``edge_cap``, the
+   graph's anomalies are reported in one `cycle-search-incomplete` row as not
+   checked (never a blown driver). The driver runs an iterative Tarjan SCC on
+   the subgraph each anomaly allows, then a BFS over (node, kinds-seen) for
+   the shortest closed walk through the SCC that uses every kind the anomaly
+   requires. One instance per SCC.
 
 Anomalies (allowed kinds / required kinds): G0 ww/ww; G1c wr/wr (bad);
 G1c-ww ww+wr/ww+wr (permitted); -process adds process to both; -realtime
 allows process+realtime and requires realtime.
 
-Limits: for the -process and -realtime variants nothing like step 3 applies
-(every op has process/realtime neighbours), so trimming only peels the ends of
-the run; on long busy histories their residue can exceed the cap, and then
-those two variants are reported as not checked rather than blowing memory.
+Limits: ww edges between concurrent transactions go either way in time
+(Kafka orders writes at produce, not commit), so the graphs of the permitted
+ww families (G0*, G1c-ww*) of a long busy run may stay above the cap; then
+only those are reported as not checked. The realtime edges and the cover
+filter use one global sort each (a single Spark task).
 """
 
 from __future__ import annotations
