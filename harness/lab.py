@@ -58,7 +58,12 @@ def require_java() -> None:
 
 
 def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka-style base64 UUID; never one starting with '-', which the
+    storage tool would read as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass(frozen=True)

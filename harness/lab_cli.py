@@ -107,8 +107,15 @@ def cmd_lab_status(args) -> int:
 
 
 def cmd_lab_down(args) -> int:
-    from harness.lab import Lab
-    Lab.down(args.lab, progress=_say)
+    """Also ends what a crashed `gregor run` left: its client processes
+    (paused ones resumed first, so none stays stopped) and the fault ledger."""
+    from harness.lab import Lab, lab_name
+    from nemesis.heal import release_clients
+    from workloads.clients import kill_leftover_clients
+    name = lab_name(args.lab)
+    release_clients(name)
+    kill_leftover_clients(name, progress=_say)
+    Lab.down(name, progress=_say)
     return 0
 
 
