@@ -35,14 +35,7 @@ class _LabKeeper:
         except GregorError:
             self.current = None
             Lab.down(name, progress=lambda _m: None)
-            try:
-                found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print)
-            except GregorError as error:
-                # Lab.up fails about once in 64 when its random cluster id
-                # starts with "-" (kafka-storage reads it as an option);
-                # reported to the lab's owner. A fresh id works.
-                print(f"lab up failed ({error}); trying once more")
-                found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print)
+            found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print)
             self.owned = True
         self.current = found
         return found
