@@ -70,7 +70,8 @@ from checkers.load import Tables
 
 NODE_SHIFT = 1 << 20
 WW, WR, PROC, RT = 1, 2, 4, 8
-TRIM_ROUNDS = 8
+TRIM_ROUNDS = 3
+SHRINK_ROUNDS = 2
 EDGE_CAP = 500_000
 DRIVER_LIMIT = 20_000
 NO_TIME = 1 << 62
@@ -458,8 +459,8 @@ def _cover(edges: DataFrame, potential: DataFrame) -> DataFrame:
 
 
 def _shrink(edges: DataFrame, count: int, potential: DataFrame) -> tuple[DataFrame, int]:
-    """Cover filter and trimming, alternated while they still remove edges."""
-    for _ in range(3):
+    """Cover filter and trimming, alternated (twice at most: each pass is a few full sorts)."""
+    for _ in range(SHRINK_ROUNDS):
         covered = _cover(edges, potential).localCheckpoint()
         covered_count = covered.count()
         edges, new_count = _trim(covered, covered_count)
