@@ -50,11 +50,13 @@ def must_writes(t: Tables) -> DataFrame:
     """
     def build():
         s = sends(t)
-        txn_read = F.max(F.col("read").cast("int")).over(Window.partitionBy("op")) == 1
-        must = ((F.col("type") == "ok")
-                | ((F.col("type") == "info") & F.col("read"))
-                | ((F.col("type") == "info") & (F.col("f") == "txn") & F.col("txn_read")))
-        return s.withColumn("txn_read", txn_read).where(must).select(
+        info = F.col("type") == "info"
+        # Few info txns have a read send: a small set joined back, no sort of all sends.
+        read_txns = (s.where(info & (F.col("f") == "txn") & F.col("read"))
+                     .select("op").distinct().withColumn("txn_read", F.lit(True)))
+        must = ((F.col("type") == "ok") | (info & F.col("read"))
+                | (info & (F.col("f") == "txn") & F.coalesce(F.col("txn_read"), F.lit(False))))
+        return s.join(read_txns, ["op"], "left").where(must).select(
             "key", "value", "offset", "op", "mop_index", "process", "f", "type", "txn_id", "epoch",
             "commit_time", "complete_time", "invoke_time", "read", "from_key", "from_value", "group")
     return _cached(t, "must_writes", build)

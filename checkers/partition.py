@@ -32,20 +32,25 @@ def observations(t: Tables) -> DataFrame:
 
 
 def inconsistent_offsets(t: Tables) -> DataFrame:
-    grouped = (observations(t).groupBy("key", "offset")
+    # Candidates from the (distinct) log first; only their observations are grouped.
+    suspects = (facts.log(t).groupBy("key", "offset").agg(F.count(F.lit(1)).alias("n"))
+                .where(F.col("n") >= 2).select("key", "offset"))
+    grouped = (observations(t).join(suspects, ["key", "offset"], "left_semi")
+               .groupBy("key", "offset")
                .agg(F.array_sort(F.collect_set("value")).alias("values"),
                     F.array_sort(F.collect_set("op")).alias("ops"),
-                    F.min("time").alias("time"))
-               .where(F.size("values") >= 2))
+                    F.min("time").alias("time")))
     return conform(grouped, "inconsistent-offsets")
 
 
 def duplicate(t: Tables) -> DataFrame:
-    grouped = (observations(t).groupBy("key", "value")
+    suspects = (facts.log(t).groupBy("key", "value").agg(F.countDistinct("offset").alias("n"))
+                .where(F.col("n") >= 2).select("key", "value"))
+    grouped = (observations(t).join(suspects, ["key", "value"], "left_semi")
+               .groupBy("key", "value")
                .agg(F.array_sort(F.collect_set("offset")).alias("offsets"),
                     F.array_sort(F.collect_set("op")).alias("ops"),
-                    F.max("time").alias("time"))
-               .where(F.size("offsets") >= 2))
+                    F.max("time").alias("time")))
     return conform(grouped, "duplicate", offset=F.col("offsets")[0])
 
 

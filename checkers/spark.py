@@ -23,6 +23,8 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "768m",
     "spark.sql.adaptive.enabled": "true",
+    # Mid-size histories (tens of MB) are parsed by both cores, not one.
+    "spark.sql.files.maxPartitionBytes": "32m",
     "spark.sql.session.timeZone": "UTC",
     # Null on overflow or a bad index, as the checkers expect, not a failed job.
     "spark.sql.ansi.enabled": "false",
