@@ -32,3 +32,26 @@ def write_run_fixture():
 @pytest.fixture(name="base_test")
 def base_test_fixture():
     return base_test
+
+
+def _scenario_findings(spark, tmp_path_factory, present):
+    from checker_histories import rows
+    from checkers import order, partition
+    from checkers.load import load
+    from partition_scenarios import build
+
+    history, expected = build(present)
+    t = load(history.write(tmp_path_factory.mktemp("present" if present else "absent")), spark)
+    return rows(partition.find(t)) + rows(order.find(t)), expected
+
+
+@pytest.fixture(scope="session")
+def scenarios_present(spark, tmp_path_factory):
+    """(anomaly rows, expected) of the history holding every partition/order scenario."""
+    return _scenario_findings(spark, tmp_path_factory, True)
+
+
+@pytest.fixture(scope="session")
+def scenarios_absent(spark, tmp_path_factory):
+    """The same for the near-identical history without any of them."""
+    return _scenario_findings(spark, tmp_path_factory, False)
