@@ -23,8 +23,18 @@ def _ok_commits(t: Tables) -> DataFrame:
 
 
 def copier_groups(t: Tables) -> DataFrame:
-    """group: every group with an `ok` txn op carrying a commit mop."""
-    return _ok_commits(t).where(F.col("f") == "txn").select("group").distinct()
+    """group: every group with an `ok` txn op carrying a commit mop, and
+    whose ops derive outputs (a send with `from`).
+
+    ANOMALIES.md names a group whose `ok` txn ops carry commit mops a copier
+    group; a transactional consumer that commits its offsets in the same
+    transaction but writes nothing derived from them (the `txn` workload
+    polling through a group) copies nothing, so no input of it can be lost.
+    """
+    committing = _ok_commits(t).where(F.col("f") == "txn").select("group").distinct()
+    deriving = (t.mops.where((F.col("mf") == "send") & F.col("from_key").isNotNull())
+                .select("group").distinct())
+    return committing.join(deriving, "group", "left_semi")
 
 
 def committed_positions(t: Tables, groups: DataFrame | None = None) -> DataFrame:

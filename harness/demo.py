@@ -1,87 +1,50 @@
-"""The temporary main job: a real cluster, acks=all writes, reads back, teardown.
+"""The main job: a real 3-node Kafka cluster under faults, checked, reported.
 
-Later issues replace it with the full fault-injection run; until then it
-proves end to end that the lab carries records.
+`gregor demo` is `gregor run` with settings that show what Gregor does in
+about two minutes: idempotent acks=all producers and assigned consumers on a
+3-node lab while partitions, pauses and broker kills hit it, then the final
+drain, the PySpark check, the HTML report, and the lab torn down again.
 """
 
 from __future__ import annotations
 
-import time
+import argparse
 from typing import Callable
 
-from confluent_kafka import Consumer, Producer
+from harness.lab import Lab, lab_name
 
-from harness.errors import GregorError
-from harness.lab import Lab
-
-DEMO_TOPIC = "gregor-demo"
-
-
-def produce(bootstrap: str, topic: str, count: int, timeout: float = 60) -> dict[int, int]:
-    """Sends `count` records (value = sequence number) with acks=all; returns {seq: offset}."""
-    acked: dict[int, int] = {}
-    errors: list[str] = []
-
-    def on_delivery(err, msg):
-        if err is not None:
-            errors.append(err.str())
-        else:
-            acked[int(msg.value())] = msg.offset()
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})
-    for seq in range(count):
-        producer.produce(topic, key=b"demo", value=str(seq).encode(), on_delivery=on_delivery)
-        producer.poll(0)
-    remaining = producer.flush(timeout)
-    if remaining or errors:
-        raise GregorError(f"{len(errors)} records failed, {remaining} unsent: {errors[:1]}")
-    return acked
+DEMO_RUN = [
+    "--workload", "queue", "--concurrency", "6", "--rate", "300", "--batch", "10",
+    "--keys", "6", "--partitions-per-topic", "3",
+    "--nemesis", "partition,pause,kill", "--nemesis-interval", "8", "--seed", "1",
+    "--name", "demo-queue-faults",
+]
 
 
-def consume(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[int]:
-    """Reads the topic from the start until `count` values arrived (or timeout)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"gregor-demo-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    values: list[int] = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + timeout
-        while len(values) < count and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            values.append(int(msg.value()))
-    finally:
-        consumer.close()
-    return values
+def demo_arguments(time_limit: int, lab: str, version: str | None, store: str) -> list[str]:
+    """The `gregor run` arguments of the demo (also shown to the user)."""
+    argv = [*DEMO_RUN, "--time-limit", str(time_limit), "--lab", lab, "--store", store]
+    if version:
+        argv += ["--version", version]
+    return argv
 
 
-def run_demo(name: str | None = None, version: str | None = None, records: int = 1000,
+def run_demo(name: str | None = None, version: str | None = None, time_limit: int = 60,
+             store: str = "store", keep_lab: bool = False,
              progress: Callable[[str], None] = print) -> int:
-    lab = None
+    from workloads import cli as run_cli
+
+    lab = lab_name(name)
+    argv = demo_arguments(time_limit, lab, version, store)
+    parser = argparse.ArgumentParser(prog="gregor run")
+    run_cli.add_arguments(parser)
+    args = parser.parse_args(argv)
+    progress("demo: gregor run " + " ".join(argv))
     try:
-        lab = Lab.up(nodes=3, version=version, name=name, progress=progress)
-        admin = lab.admin()
-        admin.create_topic(DEMO_TOPIC, partitions=1, replication_factor=3)
-        lab.wait_healthy([DEMO_TOPIC], timeout=30)
-        started = time.monotonic()
-        acked = produce(lab.bootstrap_servers, DEMO_TOPIC, records)
-        produce_s = time.monotonic() - started
-        values = consume(lab.bootstrap_servers, DEMO_TOPIC, records)
-        in_order = values == sorted(values) and values == list(range(records))
-        lost = records - len(set(values))
-        progress("")
-        progress(f"demo summary (Kafka {lab.version}, 3 nodes, lab {lab.name})")
-        progress(f"  lab up:        {lab.up_seconds:.1f} s to a healthy cluster")
-        progress(f"  produced:      {records} records, {len(acked)} acknowledged with acks=all "
-                 f"in {produce_s:.2f} s")
-        progress(f"  consumed:      {len(values)} records, {lost} missing, "
-                 f"{len(values) - len(set(values))} duplicated")
-        progress(f"  order:         {'every record in the order it was sent' if in_order else 'OUT OF ORDER'}")
-        ok = len(acked) == records and in_order and lost == 0
-        progress(f"  verdict:       {'ok' if ok else 'FAILED'}")
-        return 0 if ok else 1
+        code = run_cli.main(args)
     finally:
-        progress("tearing the lab down")
-        Lab.down(lab.name if lab else name, progress=progress)
+        if not keep_lab:
+            progress("demo: tearing the lab down")
+            Lab.down(lab, progress=progress)
+    progress(f"demo: the report is {store}/latest/report.html (all runs: {store}/index.html)")
+    return code

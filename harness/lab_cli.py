@@ -40,10 +40,13 @@ def register(subparsers) -> None:
     install.add_argument("--list", action="store_true", help="list known versions and exit")
     install.set_defaults(func=cmd_kafka_install)
 
-    demo = subparsers.add_parser("demo", help="lab up, produce and consume 1,000 records, lab down")
+    demo = subparsers.add_parser(
+        "demo", help="the main job: a 3-node lab under faults, checked and reported, then torn down")
     _lab_name_arg(demo)
     _version_arg(demo)
-    demo.add_argument("--records", type=int, default=1000, help="records to produce (default 1000)")
+    demo.add_argument("--time-limit", type=int, default=60, help="seconds of faults and load (default 60)")
+    demo.add_argument("--store", default="store", help="store directory (default ./store)")
+    demo.add_argument("--keep-lab", action="store_true", help="leave the lab up afterwards")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -133,6 +136,7 @@ def cmd_kafka_install(args) -> int:
 def cmd_demo(args) -> int:
     from harness.demo import run_demo
     _terminate_as_interrupt()
-    if args.records < 1:
-        raise GregorError(f"--records must be at least 1, got {args.records}")
-    return run_demo(name=args.lab, version=args.version, records=args.records, progress=_say)
+    if args.time_limit < 5:
+        raise GregorError(f"--time-limit must be at least 5 seconds, got {args.time_limit}")
+    return run_demo(name=args.lab, version=args.version, time_limit=args.time_limit,
+                    store=args.store, keep_lab=args.keep_lab, progress=_say)

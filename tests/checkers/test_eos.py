@@ -31,3 +31,18 @@ def test_eos_lost_names_the_uncopied_input_below_the_commit(spark, tmp_path, wri
 
 def test_copier_that_copied_everything_has_no_eos_anomaly(spark, tmp_path, write_run):
     assert found(spark, tmp_path, write_run, valid_run()) == []
+
+
+def test_transactional_consumer_without_derived_outputs_is_no_copier(spark, tmp_path, write_run):
+    """A txn op that polls through a group and commits its offsets, but writes
+    nothing derived from what it read, copies nothing: no eos-lost."""
+    from txn_events import commit, flatten, op, poll, send
+    events = flatten(
+        op(0, "txn", [send(0, 1, 0), send(0, 2, 1)], txn_id="w", commit_time=1),
+        op(1, "txn", [poll(0, 0, 1), poll(0, 1, 2), send(1, 9, 0), commit(0, 2)],
+           txn_id="r", group="t", commit_time=2),
+    )
+    assert found(spark, tmp_path, write_run, events) == []
+    # the same op with its send derived from an input it read is a copier that lost value 2
+    events[3]["mops"][2]["from"] = [0, 1]
+    assert [row[:4] for row in found(spark, tmp_path, write_run, events)] == [("eos-lost", 0, 2, 1)]
