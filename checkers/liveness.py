@@ -34,18 +34,52 @@ def find(t: Tables) -> DataFrame:
     first_read = Window.partitionBy("process", "key", "value").orderBy("invoke_time", "op")
     reads = (facts.ok_reads(t).select("key", "value", "offset", "op", "process").join(invokes, "op")
              .withColumn("rank", F.row_number().over(first_read)).where(F.col("rank") == 1).drop("rank"))
-    late = reads.join(acks, ["key", "value"]).where(F.col("invoke_time") - F.col("ack") > timeout)
-    covering = _polls_of_assigned_keys(t)
-    timeline = (late.join(covering, ["process", "key"], "left")
-                .where(F.col("poll_done").isNull() |
-                       ((F.col("poll_done") > F.col("ack")) & (F.col("poll_done") < F.col("invoke_time"))))
-                .groupBy("key", "value", "offset", "op", "process", "writer", "ack", "invoke_time")
-                .agg(F.collect_list("poll_done").alias("polls")))
-    instants = F.array_sort(F.concat(F.array("ack"), "polls", F.array("invoke_time")))
-    gaps = F.transform(F.sequence(F.lit(2), F.size(instants)),
-                       lambda i: F.element_at(instants, i) - F.element_at(instants, i - 1))
-    stuck = timeline.withColumn("max_gap", F.array_max(gaps)).where(F.col("max_gap") <= max_gap)
+    late = (reads.join(acks, ["key", "value"]).where(F.col("invoke_time") - F.col("ack") > timeout)
+            .withColumn("rid", F.monotonically_increasing_id()))
+    stuck = _polled_throughout(late, _polls_of_assigned_keys(t), max_gap)
     return conform(stuck, "stuck-lso", ops=F.array("writer", "op"), time=F.col("invoke_time"))
+
+
+def _polled_throughout(late: DataFrame, polls: DataFrame, max_gap: int) -> DataFrame:
+    """The late reads whose process polled the key with no gap over `max_gap`
+    from the ack to the reading op's invoke.
+
+    Linear, not a join of every late read with every poll: polls are ranked
+    per (process, key) with a running count of big gaps; each late read looks
+    up the first poll after its ack and the last one before its invoke in one
+    sorted pass, and the big gaps between those two are a difference of counts.
+    """
+    by_time = Window.partitionBy("process", "key").orderBy("poll_done")
+    ranked = (polls.withColumn("rank", F.row_number().over(by_time))
+              .withColumn("gap", F.col("poll_done") - F.lag("poll_done").over(by_time))
+              .withColumn("big", F.sum(F.when(F.col("gap") > max_gap, 1).otherwise(0))
+                          .over(by_time.rowsBetween(Window.unboundedPreceding, 0))))
+    poll_rows = ranked.select("process", "key", F.col("poll_done").alias("t"), F.lit(0).alias("tie"),
+                              F.lit(None).cast("long").alias("rid"),
+                              F.struct("rank", "poll_done", "big").alias("poll"))
+    no_poll = F.lit(None).cast("struct<rank:int,poll_done:bigint,big:bigint>")
+    # polls at the ack's instant do not count (strictly after); the invoke's likewise (strictly before)
+    acks = late.select("process", "key", F.col("ack").alias("t"), F.lit(1).alias("tie"), "rid",
+                       no_poll.alias("poll"))
+    invokes = late.select("process", "key", F.col("invoke_time").alias("t"), F.lit(-1).alias("tie"), "rid",
+                          no_poll.alias("poll"))
+    order = Window.partitionBy("process", "key").orderBy("t", "tie")
+    timeline = poll_rows.unionByName(acks).unionByName(invokes)
+    marked = (timeline.where(F.col("rid").isNotNull() | F.col("poll").isNotNull())
+              .withColumn("after", F.first("poll", ignorenulls=True)
+                          .over(order.rowsBetween(0, Window.unboundedFollowing)))
+              .withColumn("before", F.last("poll", ignorenulls=True)
+                          .over(order.rowsBetween(Window.unboundedPreceding, 0)))
+              .where(F.col("rid").isNotNull()))
+    after = marked.where(F.col("tie") == 1).select("rid", "after")
+    before = marked.where(F.col("tie") == -1).select("rid", "before")
+    bounds = after.join(before, "rid")
+    return (late.join(bounds, "rid")
+            .where(F.col("after").isNotNull() & F.col("before").isNotNull()
+                   & (F.col("after.rank") <= F.col("before.rank"))
+                   & (F.col("after.poll_done") - F.col("ack") <= max_gap)
+                   & (F.col("invoke_time") - F.col("before.poll_done") <= max_gap)
+                   & (F.col("before.big") == F.col("after.big"))))
 
 
 def _polls_of_assigned_keys(t: Tables) -> DataFrame:
