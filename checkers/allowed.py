@@ -12,6 +12,8 @@ G1C_WW = ("always (the cycle needs a ww edge, and Kafka places a transaction's w
 
 # Not anomalies: rows a finder emits to say something could not be checked.
 NOT_CHECKED = {"cycle-search-incomplete"}
+# Likewise, but only for families that are always permitted: they cannot change the verdict.
+SKIPPED_PERMITTED = "permitted-cycle-search-incomplete"
 
 DESCRIPTIONS = {
     "inconsistent-offsets": "one offset of a partition holds two or more different values",
@@ -44,6 +46,7 @@ DESCRIPTIONS = {
     "offset-commit-loss": "a consumer group committed past a record that none of its members read",
     "stuck-lso": "a read_committed consumer kept polling but saw a value only after the transaction timeout",
     "cycle-search-incomplete": "the cycle search skipped a variant because the trimmed graph was too large; not an anomaly",
+    SKIPPED_PERMITTED: "the cycle search skipped always-permitted families (G0, G1c-ww) because the trimmed graph was too large; not an anomaly",
 }
 
 
@@ -108,6 +111,9 @@ def why_allowed(name: str, test: dict) -> str | None:
         reasons.append(G1C_WW)
     if name in NOT_CHECKED:
         reasons.append("not an anomaly: a check was skipped (the verdict is at best unknown)")
+    if name == SKIPPED_PERMITTED:
+        reasons.append("not an anomaly: only families this configuration always permits were skipped, "
+                       "so the verdict does not depend on them")
     return "; ".join(reasons) if reasons else None
 
 

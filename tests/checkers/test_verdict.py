@@ -66,6 +66,8 @@ def test_verdict_rules():
     assert verdict({}, False, True, True)[0] == "unknown"
     assert verdict({}, False, True, False) == ("valid", [])
     assert verdict({"cycle-search-incomplete": _entry(1, True)}, False, True, False)[0] == "unknown"
+    # skipping only always-permitted cycle families leaves the verdict alone
+    assert verdict({"permitted-cycle-search-incomplete": _entry(1, True)}, False, True, False)[0] == "valid"
 
 
 def test_nemesis_windows_pair_faults_with_their_heals():
