@@ -35,6 +35,8 @@ SENTENCES: dict[str, str] = {
     "eos-duplicate": "Exactly-once copying produced two or more outputs from one input record.",
     "eos-lost": "Exactly-once copying committed past an input record but never produced its output.",
     "offset-commit-loss": "A consumer group committed past a record that none of its members read.",
+    "cycle-search-incomplete": "Not an anomaly: the cycle search skipped a family that could make the run invalid, because its graph was too large; the verdict is at best unknown.",
+    "permitted-cycle-search-incomplete": "Not an anomaly: the cycle search skipped only families this configuration always permits (G0, G1c-ww), because their graph was too large; the verdict does not depend on them.",
     "stuck-lso": "A read_committed consumer waited longer than the transaction timeout to see an acknowledged record.",
 }
 

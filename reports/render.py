@@ -199,6 +199,13 @@ def banner(run: Run) -> str:
             f'<div class="which">{esc(name)} &middot; {esc(system)} &middot; {esc(run.directory)}</div></div></header>')
 
 
+def _node_label(node) -> str:
+    """A node of test.json: a name, or {"name", "ip", ...} as `gregor run` writes it."""
+    if isinstance(node, dict):
+        return " ".join(str(node[k]) for k in ("name", "ip") if node.get(k) is not None) or str(node)
+    return str(node)
+
+
 def setup_section(run: Run) -> str:
     def show(value):
         if value is None:
@@ -209,7 +216,7 @@ def setup_section(run: Run) -> str:
 
     nodes = run.test.get("nodes")
     if isinstance(nodes, list):
-        nodes = f"{len(nodes)} ({', '.join(map(str, nodes))})"
+        nodes = f"{len(nodes)} ({', '.join(map(_node_label, nodes))})"
     duration = duration_s(run)
     rows = [
         ("system", " ".join(str(x) for x in (run.test.get("system"), run.test.get("version")) if x) or None),

@@ -172,3 +172,13 @@ def test_bad_examples_are_marked_on_time_charts_at_their_time(tmp_path):
     (run / "results.json").write_text(json.dumps(results))
     page = page_of(run)
     assert page.count("lost-write (key") >= 6 and " at 6.50s</title>" in page
+
+
+def test_nodes_written_by_gregor_run_show_as_names_and_addresses(tmp_path):
+    run_dir = make_run(tmp_path / "run")
+    test = json.loads((run_dir / "test.json").read_text())
+    test["nodes"] = [{"name": f"n{i}", "ip": f"10.1.2.{10 + i}", "broker_id": i} for i in (1, 2, 3)]
+    (run_dir / "test.json").write_text(json.dumps(test))
+    page = page_of(run_dir)
+    assert "3 (n1 10.1.2.11, n2 10.1.2.12, n3 10.1.2.13)" in page
+    assert "broker_id" not in page
