@@ -7,18 +7,10 @@ import math
 import os
 
 from harness.errors import GregorError
+from nemesis.options import add_nemesis_arguments
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
 MAX_PARTITIONS = 2000
-
-
-def _nemesis_options():
-    """The nemesis package's own options, when it has been built."""
-    try:
-        from nemesis.options import add_nemesis_arguments
-        return add_nemesis_arguments
-    except ImportError:
-        return None
 
 
 def register(subparsers) -> None:
@@ -63,13 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--client-netns", action="store_true",
         help="start each client in a network namespace of its own")
     add("--no-check", action="store_true", help="skip the checker and the report")
-    options = _nemesis_options()
-    if options is not None:
-        options(parser)
-    else:
-        add("--nemesis", default="none", help="faults (the nemesis package is not built yet)")
-        add("--nemesis-interval", default="10")
-        add("--nemesis-targets", default=None)
+    add_nemesis_arguments(parser)
 
 
 def _int(args, name: str, low: int | None = None, high: int | None = None) -> int:
@@ -172,12 +158,6 @@ def validate(args) -> dict:
         raise GregorError(f"--keys {cfg['keys']} needs {total_keys} partitions, more than "
                           f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys")
     cfg["topics"] = None if args.topics is None else int(args.topics)
-    if cfg["nemesis"]:
-        try:
-            from nemesis.runner import NemesisRunner  # noqa: F401
-        except ImportError:
-            raise GregorError(f"--nemesis {','.join(cfg['nemesis'])}: the nemesis package "
-                              "is not built yet; use --nemesis none") from None
     cfg["nemesis_interval"] = _float(args, "nemesis-interval") if cfg["nemesis"] else None
     targets = getattr(args, "nemesis_targets", None)
     if isinstance(targets, str):

@@ -52,9 +52,7 @@ class CopierClient(Client):
     def start(self) -> None:
         self.keymap = KeyMap(self.spec.key_map)
         if not hasattr(self, "plans"):
-            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
-                               self.spec.keys, self.spec.generation,
-                               abort_ratio=float(self.spec.options.get("abort.ratio", 0.05)))
+            self.plans = Plans.for_spec(self.spec, default_abort_ratio=0.05)
             self.pacer = Pacer(None)
         self.out_offset = int(self.spec.extra["out_offset"])
         self.rebalance = RebalanceLog(self.keymap)

@@ -57,6 +57,12 @@ class Plans:
         self.keys = list(keys)
         self.abort_ratio = abort_ratio
 
+    @classmethod
+    def for_spec(cls, spec, default_abort_ratio: float = 0.1) -> "Plans":
+        """The plans of a client spec; `abort.ratio` in its options overrides the default."""
+        ratio = float(spec.options.get("abort.ratio", default_abort_ratio))
+        return cls(spec.seed, spec.slot, spec.stride, spec.keys, spec.generation, abort_ratio=ratio)
+
     def sends(self, batch: int) -> list[dict]:
         """A batch of sends, each to a random key with a fresh value."""
         return [{"f": "send", "key": self.rng.choice(self.keys), "value": self.values.next()}

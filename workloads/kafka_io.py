@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 QUIET_ERRORS = {KafkaError._PARTITION_EOF}
 

@@ -40,8 +40,7 @@ class ProducerClient(Client):
     def start(self) -> None:
         self.keys = KeyMap(self.spec.key_map)
         if not hasattr(self, "plans"):
-            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
-                               self.spec.keys, self.spec.generation)
+            self.plans = Plans.for_spec(self.spec)
             self.pacer = Pacer(self.spec.rate)
         self.conf = producer_config(self.spec)
         self.producer = Producer(self.conf)

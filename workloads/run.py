@@ -9,7 +9,6 @@ stopped and healed in `finally`, also on Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import resource
 import signal
@@ -80,10 +79,7 @@ def versions() -> dict:
 
 
 def open_lab(cfg: dict):
-    try:
-        from harness.lab import Lab
-    except ImportError:
-        raise GregorError("the lab (harness/lab.py) is not available") from None
+    from harness.lab import Lab
     try:
         lab = Lab.attach(cfg["lab"])
     except GregorError:
@@ -100,12 +96,8 @@ def open_lab(cfg: dict):
 
 def heal_before(lab) -> None:
     """What a crashed run left: client processes, then faults."""
+    from nemesis.heal import heal_leftovers
     kill_leftover_clients(lab.name, progress=say)
-    try:
-        from nemesis.heal import heal_leftovers
-    except ImportError:
-        lab.heal_all()
-        return
     heal_leftovers(lab, progress=say)
 
 
@@ -352,26 +344,10 @@ def _raise_interrupt(_signum, _frame):
 
 
 def check_and_report(run_dir: str) -> str | None:
-    """The checker and the report, when those packages provide them; the verdict."""
-    try:
-        from checkers.check import check_dir
-    except ImportError:
-        say("check: the checker is not available yet; run `gregor check` later")
-        return None
-    result = check_dir(run_dir)
-    verdict = result.get("verdict") if isinstance(result, dict) else result
+    """The checker, then the report (page, junit.xml, the store's index); the verdict."""
+    from checkers.check import check_dir
+    from reports.cli import publish
+    verdict = check_dir(run_dir)["verdict"]
     say(f"check: verdict {verdict}")
-    try:
-        from reports.cli import publish     # page + junit + the store's index
-    except ImportError:
-        publish = None
-    if publish is not None:
-        path = publish(run_dir, progress=say)
-    else:
-        try:
-            from reports.render import write_report
-        except ImportError:
-            return verdict
-        path = write_report(run_dir)
-    say(f"report: {path}")
+    say(f"report: {publish(run_dir, progress=say)}")
     return verdict

@@ -237,9 +237,7 @@ class TxnClient(Client):
     def start(self) -> None:
         self.keymap = KeyMap(self.spec.key_map)
         if not hasattr(self, "plans"):
-            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
-                               self.spec.keys, self.spec.generation,
-                               abort_ratio=float(self.spec.options.get("abort.ratio", 0.1)))
+            self.plans = Plans.for_spec(self.spec, default_abort_ratio=0.1)
             self.pacer = Pacer(self.spec.rate)
         opts = self.spec.options
         self.subscribe = bool(opts.get("subscribe"))

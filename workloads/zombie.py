@@ -43,9 +43,7 @@ class ZombieClient(Client):
     def start(self) -> None:
         self.keymap = KeyMap(self.spec.key_map)
         if not hasattr(self, "plans"):
-            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
-                               self.spec.keys, self.spec.generation,
-                               abort_ratio=float(self.spec.options.get("abort.ratio", 0.05)))
+            self.plans = Plans.for_spec(self.spec, default_abort_ratio=0.05)
             self.pacer = Pacer(self.spec.rate)
             self.active = bool(self.spec.extra.get("active"))
         self.runner = TxnRunner(self, self.keymap)
