@@ -17,6 +17,8 @@ DEMO_RUN = [
     "--workload", "queue", "--concurrency", "6", "--rate", "300", "--batch", "10",
     "--keys", "6", "--partitions-per-topic", "3",
     "--nemesis", "partition,pause,kill", "--nemesis-interval", "8", "--seed", "1",
+    # roles a queue run has (no coordinators, no client namespaces), so no fault slot is skipped
+    "--nemesis-targets", "leader,controller,one,minority,majority",
     "--name", "demo-queue-faults",
 ]
 
