@@ -288,6 +288,13 @@ class _Live:
     done: bool = False
 
 
+def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
+    """The mops of a completion whose client died mid-op: its sends stay
+    listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
+    has one poll mop per record read and nothing is known to have been read."""
+    return [mop for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
 class ClientPool:
     """Spawns the client processes and feeds their events to the writer."""
 
@@ -443,7 +450,7 @@ class ClientPool:
         invoked = live.pending
         event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
         if "mops" in invoked:
-            event["mops"] = invoked["mops"]
+            event["mops"] = unknown_outcome_mops(invoked["mops"])
         for name in ("keys", "txn_id", "group"):
             if name in invoked:
                 event[name] = invoked[name]
