@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+from workloads import errors
 
 QUIET_ERRORS = {KafkaError._PARTITION_EOF}
 
@@ -192,3 +194,24 @@ def abandon_producer(producer) -> None:
         producer.flush(0)
     except Exception:
         pass
+
+
+def join_keys(client, keys: list[int], subscribe: bool, group: str | None) -> None:
+    """Points `client.consumer` at `keys` and records it as an op: `subscribe`
+    through `group` (rebalances logged by `client.rebalance`) or `assign` from
+    the beginning. Either resets the process's positions for the checker."""
+    if not subscribe:
+        client.invoke("assign", keys=keys)
+        client.consumer.assign([client.keymap.tp(k, OFFSET_BEGINNING) for k in keys])
+        client.complete("ok")
+        return
+    client.invoke("subscribe", keys=keys, group=group)
+    try:
+        client.consumer.subscribe(client.keymap.topics(keys),
+                                  on_assign=client.rebalance.on_assign,
+                                  on_revoke=client.rebalance.on_revoke,
+                                  on_lost=client.rebalance.on_lost)
+    except KafkaException as exc:
+        client.complete("fail", error=errors.name_of(exc))
+        raise
+    client.complete("ok")

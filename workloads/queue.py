@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import errors
 from workloads.clients import Client
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import (KeyMap, RebalanceLog, abandon_producer, close_consumer,
-                                consumer_config, encode, producer_config, read_messages)
+                                consumer_config, encode, join_keys, producer_config,
+                                read_messages)
 
 MIN_CONCURRENCY = 2
 
@@ -122,22 +123,7 @@ class ConsumerClient(Client):
         callbacks = {"on_commit": self.on_commit} if self.auto_commit else {}
         self.consumer = Consumer(consumer_config(
             self.spec, self.group, auto_commit=self.auto_commit, **callbacks))
-        keys = list(self.spec.keys)
-        if self.subscribe:
-            self.invoke("subscribe", keys=keys, group=self.group)
-            try:
-                self.consumer.subscribe(self.keymap.topics(keys),
-                                        on_assign=self.rebalance.on_assign,
-                                        on_revoke=self.rebalance.on_revoke,
-                                        on_lost=self.rebalance.on_lost)
-            except KafkaException as exc:
-                self.complete("fail", error=errors.name_of(exc))
-                raise
-            self.complete("ok")
-        else:
-            self.invoke("assign", keys=keys)
-            self.consumer.assign([self.keymap.tp(k, OFFSET_BEGINNING) for k in keys])
-            self.complete("ok")
+        join_keys(self, list(self.spec.keys), self.subscribe, self.group)
 
     def close(self) -> None:
         self.closing = True

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import errors
 from workloads.clients import Client
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_producer,
-                                close_consumer, consumer_config, encode, producer_config,
-                                read_messages)
+                                close_consumer, consumer_config, encode, join_keys,
+                                producer_config, read_messages)
 
 MIN_CONCURRENCY = 1
 ABORTED_ON_PURPOSE = "aborted-on-purpose"
@@ -263,17 +263,7 @@ class TxnClient(Client):
         group = self.spec.group or f"gregor-txn-{self.spec.slot}"
         self.consumer = Consumer(consumer_config(
             self.spec, group, isolation=self.spec.options.get("isolation.level")))
-        if self.subscribe:
-            self.invoke("subscribe", keys=keys, group=group)
-            self.consumer.subscribe(self.keymap.topics(keys),
-                                    on_assign=self.rebalance.on_assign,
-                                    on_revoke=self.rebalance.on_revoke,
-                                    on_lost=self.rebalance.on_lost)
-            self.complete("ok")
-        else:
-            self.invoke("assign", keys=keys)
-            self.consumer.assign([self.keymap.tp(k, OFFSET_BEGINNING) for k in keys])
-            self.complete("ok")
+        join_keys(self, keys, self.subscribe, group)
 
     def close(self) -> None:
         if getattr(self, "tp", None) is not None:
