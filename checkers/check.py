@@ -182,11 +182,27 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     directory = Path(path)
     spark = spark or get_spark()
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
+    kept_before = _persistent_rdds(spark)
     t = load(directory, spark)
     try:
         result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:
         for frame in list(t.cache.values()) + [t.mops, t.ops, t.events]:
             frame.unpersist()
+        _release_rdds_since(spark, kept_before)
     write_json_atomically(directory / "results.json", result)
     return result
+
+
+def _persistent_rdds(spark) -> set[int]:
+    return set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+
+
+def _release_rdds_since(spark, kept_before: set[int]) -> None:
+    """Frees the local checkpoints this check made (DataFrame.unpersist does
+    not release them), so a long-lived session checking many runs (the test
+    suite, a service) does not fill the driver's heap."""
+    persistent = spark.sparkContext._jsc.getPersistentRDDs()
+    for rdd_id in list(persistent.keys()):
+        if rdd_id not in kept_before:
+            persistent[rdd_id].unpersist(False)

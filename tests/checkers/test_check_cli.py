@@ -90,3 +90,15 @@ def test_bad_spark_conf_exits_2(tmp_path, capsys):
 
 def test_exit_codes_are_documented():
     assert check_cli.EXIT_CODES == {"valid": 0, "invalid": 1, "unknown": 3}
+
+
+def test_check_dir_releases_the_checkpoints_it_made(spark, tmp_path, write_run):
+    """A long-lived session checking many runs must not keep every run's data."""
+    from checkers.check import check_dir
+    h = History()
+    h.op(0, "send", [send(0, 1, 0)])
+    h.op(1, "poll", [poll(0, 0, 1)])
+    run = write_run(tmp_path, h.events)
+    before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+    assert check_dir(run, spark=spark, progress=lambda message: None)["verdict"] == "valid"
+    assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
