@@ -172,12 +172,19 @@ class Node:
         return pid
 
     def _wait_dead(self, timeout: float) -> bool:
+        """Waits until the JVM is gone and so are its listening sockets: a
+        multi-threaded process shows as a zombie while its other threads still
+        exit and hold the ports, and a restart right then would find them taken."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.pid() is None:
-                return True
+                break
             time.sleep(0.05)
-        return self.pid() is None
+        else:
+            return self.pid() is None
+        while self._port_holder() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return True
 
     def stop(self, timeout: float = 30) -> None:
         """SIGTERM and wait for a clean shutdown; SIGKILL if it takes too long."""

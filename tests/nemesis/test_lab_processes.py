@@ -7,6 +7,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from harness.errors import GregorError
+
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.pause import process_state
@@ -38,13 +40,20 @@ def make(lab, admin, tmp_path):
 
 
 def wait_for(what, check, timeout=60.0):
+    """Polls `check` until it returns something truthy. A metadata request
+    may time out while the cluster elects a new leader; that counts as "not
+    yet", not as a failure, until the deadline."""
     deadline = time.monotonic() + timeout
+    last_error = None
     while time.monotonic() < deadline:
-        value = check()
+        try:
+            value = check()
+        except GregorError as error:
+            value, last_error = None, error
         if value:
             return value
         time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what} (last error: {last_error})")
 
 
 def healthy(lab, topics=(TOPIC,)):
