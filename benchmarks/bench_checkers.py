@@ -325,7 +325,7 @@ def main(argv=None) -> int:
     parser.add_argument("--events", type=int, action="append",
                         help="history size (repeatable); default 1,000,000 then 10,000,000")
     parser.add_argument("--keep", action="store_true", help="keep the generated run directories")
-    parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory (default 1g)")
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g, as gregor check)")
     args = parser.parse_args(argv)
     from checkers.spark import get_spark
 

@@ -21,7 +21,16 @@ DEFAULT_CONF = {
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.memory": "768m",
+    # Local mode: the driver is also the executor, so this heap holds the data.
+    "spark.driver.memory": "2g",
+    # A check runs hundreds of small jobs; Spark's status store keeps 1,000
+    # of each (with their plans) by default, which fills a long-lived
+    # session's heap (the test suite checks a hundred runs in one session).
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "2000",
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.dagGraph.retainedRootRDDs": "50",
     "spark.sql.adaptive.enabled": "true",
     # Mid-size histories (tens of MB) are parsed by both cores, not one.
     "spark.sql.files.maxPartitionBytes": "32m",
