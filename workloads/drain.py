@@ -9,6 +9,8 @@ only because nobody had read it yet.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 import uuid
 
@@ -34,8 +36,21 @@ class OffsetsLearned:
                     self.highest[key] = offset
 
 
+def _librdkafka_logger(log_path: str | None) -> dict:
+    """Sends librdkafka's log (connection refusals of brokers still down or
+    cut) to a file beside the clients' logs instead of the user's terminal."""
+    if not log_path:
+        return {}
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    logger = logging.getLogger(f"gregor.drain.{log_path}")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(logging.FileHandler(log_path))
+    return {"logger": logger}
+
+
 def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
-          isolation: str, time_limit_s: float, progress=print) -> dict:
+          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None) -> dict:
     """Reads until every target offset is passed; returns the test.json "drain" field."""
     keymap = KeyMap(key_map)
     keys = sorted(keymap.by_key)
@@ -47,7 +62,7 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
         "isolation.level": isolation,
         "enable.partition.eof": False,
         "fetch.wait.max.ms": 100,
-    })
+    }, **_librdkafka_logger(log_path))
     started = time.monotonic()
     end = started + time_limit_s
     reads = 0

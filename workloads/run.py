@@ -313,7 +313,7 @@ def run(cfg: dict) -> int:
         drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
         test["drain"] = drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
                               drain_process, cfg["isolation"], cfg["drain_time_limit"],
-                              progress=say)
+                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"))
         say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
             f"{test['drain']['seconds']} s, {test['drain']['records']} records")
     writer.close()
