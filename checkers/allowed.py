@@ -7,6 +7,8 @@ test.json and applies to every instance of that name.
 from __future__ import annotations
 
 KAFKA_UNORDERED = "always (Kafka does not order concurrent transactions' writes)"
+INTERLEAVED_SENDS = ("always (other producers' writes to the partition can land between "
+                     "the records one operation sends)")
 G1C_WW = ("always (the cycle needs a ww edge, and Kafka places a transaction's writes "
           "in the log when produced, not when committed)")
 
@@ -105,8 +107,10 @@ def why_allowed(name: str, test: dict) -> str | None:
         reasons.append("auto.commit=true")
     if name in ("poll-skip", "nonmonotonic-poll") and cfg["subscribe"]:
         reasons.append("subscribe=true (group rebalances move positions)")
-    if name in ("G0", "G0-process", "G0-realtime", "int-send-skip"):
+    if name in ("G0", "G0-process", "G0-realtime"):
         reasons.append(KAFKA_UNORDERED)
+    if name == "int-send-skip":
+        reasons.append(INTERLEAVED_SENDS)
     if name in ("G1c-ww", "G1c-ww-process", "G1c-ww-realtime"):
         reasons.append(G1C_WW)
     if name in NOT_CHECKED:

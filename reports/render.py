@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
 from reports import svg
 from reports.explain import explain
 from reports.markup import esc, fmt_num
@@ -43,6 +44,10 @@ def write_report(run_dir, progress=None) -> Path:
 
 # ---------------------------------------------------------------- helpers
 
+# Checker rows that say what could not be checked (one vocabulary with the checker).
+SKIPPED_CHECKS = NOT_CHECKED | {SKIPPED_PERMITTED}
+
+
 def as_list(value) -> list:
     """A results.json array field, [] when missing or of the wrong type."""
     return value if isinstance(value, list) else []
@@ -54,8 +59,27 @@ def ordered_anomalies(run: Run) -> list[tuple[str, dict]]:
         value = anomaly.get("count")
         return value if isinstance(value, int) else 0
 
-    items = list(run.anomalies.items())
+    items = [item for item in run.anomalies.items() if item[0] not in SKIPPED_CHECKS]
     return sorted(items, key=lambda item: (bool(item[1].get("allowed")), -count(item[1]), item[0]))
+
+
+def skipped_checks(run: Run) -> list[tuple[str, dict]]:
+    """Rows the checker emits to say what it could not check: not anomalies,
+    so they get a note of their own instead of a place among the anomalies."""
+    return [(name, anomaly) for name, anomaly in sorted(run.anomalies.items()) if name in SKIPPED_CHECKS]
+
+
+def skipped_section(run: Run) -> str:
+    items = skipped_checks(run)
+    if not items:
+        return ""
+    rows = []
+    for name, anomaly in items:
+        details = [str(example.get("cycle")) for example in as_list(anomaly.get("examples"))
+                   if isinstance(example, dict) and example.get("cycle")]
+        detail = f' <span class="note">({esc("; ".join(details))})</span>' if details else ""
+        rows.append(f"<li>{esc(explain(name))}{detail}</li>")
+    return '<div class="notes" id="not-checked"><b>Not checked:</b><ul>' + "".join(rows) + "</ul></div>"
 
 
 def verdict_reason(run: Run) -> str:
@@ -547,7 +571,7 @@ def render(run: Run) -> str:
     nav = ('<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
            '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
            '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>')
-    body = [banner(run), nav, notes_section(run, windows), setup_section(run), summary_table(run),
+    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run), summary_table(run),
             anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults, marks),
             lag_section(run, faults, marks), elle_section(run), stats_section(run)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -182,3 +182,17 @@ def test_nodes_written_by_gregor_run_show_as_names_and_addresses(tmp_path):
     page = page_of(run_dir)
     assert "3 (n1 10.1.2.11, n2 10.1.2.12, n3 10.1.2.13)" in page
     assert "broker_id" not in page
+
+
+def test_a_skipped_cycle_search_is_a_note_not_an_anomaly(tmp_path):
+    run = make_run(tmp_path / "r", verdict="valid")
+    results = json.loads((run / "results.json").read_text())
+    skipped = "G0-realtime/G1c-ww-realtime not checked: 683533 edges remain after trimming"
+    results["anomalies"]["permitted-cycle-search-incomplete"] = {
+        "count": 1, "allowed": True, "why_allowed": "not an anomaly", "examples": [{"ops": [], "cycle": skipped}]}
+    (run / "results.json").write_text(json.dumps(results))
+    page = page_of(run)
+    assert 'id="anomaly-permitted-cycle-search-incomplete"' not in page
+    assert "permitted-cycle-search-incomplete (1)" not in page          # not in the banner's listing
+    note = page[page.index('id="not-checked"'):]
+    assert html.escape(skipped, quote=True) in note[:note.index("</div>")]
