@@ -74,11 +74,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--lab", default=os.environ.get("GREGOR_LAB", "wl"))
     parser.add_argument("--workloads", default="queue,txn")
+    parser.add_argument("--keep-lab", action="store_true", help="leave the benchmark's lab running afterwards")
     args = parser.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="gregor-bench-") as store:
-        for workload in args.workloads.split(","):
-            results.append(run(workload, args.seconds, args.lab, store))
+    try:
+        with tempfile.TemporaryDirectory(prefix="gregor-bench-") as store:
+            for workload in args.workloads.split(","):
+                results.append(run(workload, args.seconds, args.lab, store))
+    finally:
+        if not args.keep_lab:  # three idle brokers would skew whatever is measured next
+            subprocess.run([GREGOR, "lab", "down", "--lab", args.lab], check=False)
     print()
     print(f"{'workload':8} {'ops/s':>9} {'acked sends/s':>14} {'controller cpu':>15} "
           f"{'ok':>8} {'fail':>6} {'info':>5} {'drain':>9}")
