@@ -11,16 +11,23 @@ import hashlib
 import ipaddress
 import os
 import re
+import select
+import signal
 import subprocess
+import sys
+import time
+import zlib
 
 from harness.errors import GregorError
+from harness.nfqueue_netem import DUPLICATE_MARK, Impairment
 
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 NODE_IF = "eth0"  # the interface name inside every namespace
 CHAIN_IN = "GREGOR-IN"
 CHAIN_OUT = "GREGOR-OUT"
-CHAIN_NETEM = "GREGOR-NETEM"  # loss emulation where the kernel lacks netem
+CHAIN_NETEM = "GREGOR-NETEM"  # netem emulation where the kernel lacks the qdisc
+EMULATOR_QUEUE = 7  # NFQUEUE number of the emulator (queues are per namespace)
 
 
 def check_lab_name(name: str) -> str:
@@ -172,11 +179,13 @@ def netem_available() -> bool:
 
 
 def set_netem(ns: str, spec: str) -> None:
-    """tc netem on eth0; without sch_netem, loss and rate are emulated instead.
+    """tc netem on eth0; without sch_netem, the same effects are emulated.
 
-    The fallback drops outgoing packets at random with iptables' statistic
-    match (in chain GREGOR-NETEM) and limits rate with tbf; delay,
-    duplication, reordering and corruption need netem and give an error.
+    The fallback (see harness/nfqueue_netem.py) holds outgoing packets in
+    userspace through NFQUEUE for delay, jitter, duplication and reordering;
+    loss alone is an iptables statistic match, rate a tbf qdisc. Everything
+    lives in chain GREGOR-NETEM and one emulator process per namespace, which
+    clear_netem removes (also after a crash of the harness).
     """
     args = spec.split()
     if not args:
@@ -187,31 +196,60 @@ def set_netem(ns: str, spec: str) -> None:
         return
     if "unknown" not in result.stderr:
         raise GregorError(f"tc rejected netem spec {spec!r}: {result.stderr.strip()}")
-    _emulate_netem(ns, spec, args)
+    _emulate_netem(ns, spec)
 
 
-def _emulate_netem(ns: str, spec: str, args: list[str]) -> None:
-    loss = rate = None
+def parse_netem(spec: str):
+    """(Impairment, rate or None) from netem's own words; GregorError names what is not understood."""
+    words = spec.split()
+    fields: dict[str, float] = {}
+    rate = None
+
+    def number(word: str, unit: str, what: str) -> float:
+        if not word.endswith(unit):
+            raise GregorError(f"netem spec {spec!r}: {what} needs a value in {unit}, got {word!r}")
+        try:
+            return float(word[:-len(unit)])
+        except ValueError:
+            raise GregorError(f"netem spec {spec!r}: {what} value {word!r} is not a number") from None
+
     index = 0
-    while index < len(args):
-        word = args[index]
-        value = args[index + 1] if index + 1 < len(args) else ""
-        if word == "loss" and value.endswith("%"):
-            loss = float(value[:-1]) / 100
-        elif word == "rate" and value:
-            rate = value
+    while index < len(words):
+        word, rest = words[index], words[index + 1:]
+        if word == "delay" and rest:
+            fields["delay_ms"] = number(rest[0], "ms", "delay")
+            index += 2
+            if index < len(words) and words[index].endswith("ms"):
+                fields["jitter_ms"] = number(words[index], "ms", "jitter")
+                index += 1
+            if words[index:index + 2] == ["distribution", "normal"]:
+                index += 2
+        elif word in ("loss", "duplicate", "reorder") and rest:
+            fields[f"{word}_pct"] = number(rest[0], "%", word)
+            index += 2
+            if word == "reorder" and index < len(words) and words[index].endswith("%"):
+                index += 1  # netem's correlation: each draw here is independent
+        elif word == "rate" and rest:
+            rate = rest[0]
+            index += 2
         else:
-            raise GregorError(
-                f"this kernel has no netem qdisc (sch_netem), so {spec!r} cannot be applied; "
-                "only 'loss P%' and 'rate R' are emulated here (iptables statistic, tbf)"
-            )
-        index += 2
-    if loss is not None:
-        run(in_ns(ns, ["iptables", "-w", "-N", CHAIN_NETEM]), check=False)
-        if run(in_ns(ns, ["iptables", "-w", "-C", "OUTPUT", "-j", CHAIN_NETEM]), check=False).returncode != 0:
-            run(in_ns(ns, ["iptables", "-w", "-I", "OUTPUT", "1", "-j", CHAIN_NETEM]))
-        run(in_ns(ns, ["iptables", "-w", "-A", CHAIN_NETEM, "-m", "statistic", "--mode", "random",
-                       "--probability", f"{loss:.4f}", "-j", "DROP"]))
+            raise GregorError(f"netem spec {spec!r}: cannot emulate {word!r} without the netem qdisc; "
+                              "use delay Xms [Yms], loss P%, duplicate P%, reorder P%, rate R")
+    return Impairment(**fields), rate
+
+
+def _emulate_netem(ns: str, spec: str) -> None:
+    impairment, rate = parse_netem(spec)
+    run(in_ns(ns, ["iptables", "-w", "-N", CHAIN_NETEM]), check=False)
+    if run(in_ns(ns, ["iptables", "-w", "-C", "OUTPUT", "-j", CHAIN_NETEM]), check=False).returncode != 0:
+        run(in_ns(ns, ["iptables", "-w", "-I", "OUTPUT", "1", "-j", CHAIN_NETEM]))
+    if impairment.delay_ms or impairment.duplicate_pct or impairment.reorder_pct:
+        _start_emulator(ns, impairment)
+        run(in_ns(ns, ["iptables", "-w", "-A", CHAIN_NETEM, "-o", NODE_IF, "-m", "mark", "!", "--mark",
+                       str(DUPLICATE_MARK), "-j", "NFQUEUE", "--queue-num", str(EMULATOR_QUEUE), "--queue-bypass"]))
+    elif impairment.loss_pct:
+        run(in_ns(ns, ["iptables", "-w", "-A", CHAIN_NETEM, "-o", NODE_IF, "-m", "statistic", "--mode", "random",
+                       "--probability", f"{impairment.loss_pct / 100:.4f}", "-j", "DROP"]))
     if rate is not None:
         result = run(in_ns(ns, ["tc", "qdisc", "replace", "dev", NODE_IF, "root", "tbf", "rate", rate,
                                 "burst", "32kbit", "latency", "400ms"]), check=False)
@@ -219,6 +257,80 @@ def _emulate_netem(ns: str, spec: str, args: list[str]) -> None:
             raise GregorError(f"tc rejected rate {rate!r}: {result.stderr.strip()}")
 
 
+def _start_emulator(ns: str, impairment) -> None:
+    """Starts the NFQUEUE emulator in `ns` and waits until it has bound its queue."""
+    log_path = f"/tmp/gregor-netem-{ns}.log"
+    command = in_ns(ns, [sys.executable, "-m", "harness.nfqueue_netem", "--tag", ns,
+                         "--queue", str(EMULATOR_QUEUE), "--seed", str(zlib.crc32(ns.encode())),
+                         *impairment.args()])
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+                                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ready, _, _ = select.select([process.stdout], [], [], 10)
+    line = process.stdout.readline() if ready else b""
+    process.stdout.close()
+    if line.strip() != b"ready":
+        process.kill()
+        process.wait()
+        with open(log_path, "rb") as log:
+            lines = log.read().decode(errors="replace").strip().splitlines()
+        raise GregorError(f"the netem emulator did not start in {ns}: {lines[-1] if lines else 'no output'}")
+
+
+def emulator_pids(tag_prefix: str) -> list[int]:
+    """Emulator processes serving a namespace whose name starts with `tag_prefix`
+    (found from /proc, so a crashed harness's emulators are found too)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if b"harness.nfqueue_netem" not in argv or b"--tag" not in argv[:-1]:
+            continue
+        if argv[argv.index(b"--tag") + 1].decode(errors="replace").startswith(tag_prefix):
+            pids.append(int(entry))
+    return pids
+
+
+def stop_emulators(tag_prefix: str) -> int:
+    """SIGTERM (they let held packets go), then SIGKILL whatever is left; returns how many."""
+    pids = emulator_pids(tag_prefix)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+    return len(pids)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    """Running and not a zombie (an unreaped child still has a /proc entry)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)  # reaps our own child (the harness started it)
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def clear_netem(ns: str) -> None:
     run(in_ns(ns, ["tc", "qdisc", "del", "dev", NODE_IF, "root"]), check=False)
     run(in_ns(ns, ["iptables", "-w", "-F", CHAIN_NETEM]), check=False)
+    stop_emulators(ns)

@@ -1,5 +1,8 @@
 """Degraded links with tc netem: slow, lossy, duplicating, reordering, narrow.
 
+Where the kernel lacks the netem qdisc, the lab emulates every profile here
+in userspace (harness/nfqueue_netem.py), so the schedule can pick any.
+
 A profile is data (so a schedule can pick one from its seed and the history
 can say exactly what was applied); `spec()` is the netem argument text the
 lab's Node.netem() takes.
@@ -62,20 +65,9 @@ PROFILES = {
 }
 
 
-# What the lab can still do on a kernel without sch_netem (it emulates
-# loss with iptables and rate with tbf); delay, duplication and reordering
-# need the real qdisc.
-EMULATED = ("loss", "rate")
-
-
-def usable_profiles(netem_qdisc: bool) -> list[str]:
-    return sorted(PROFILES) if netem_qdisc else list(EMULATED)
-
-
-def kernel_has_netem() -> bool:
-    from harness import netns
-
-    return netns.netem_available()
+def usable_profiles() -> list[str]:
+    """Every profile: the lab applies each with the qdisc or its emulation."""
+    return sorted(PROFILES)
 
 
 def pick_profile(rng: random.Random, profiles=None) -> str:

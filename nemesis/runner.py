@@ -51,7 +51,7 @@ class NemesisRunner:
         self._counts: Counter = Counter()
         self.netem_profiles = None
         if "netem" in self.faults:
-            self.netem_profiles = netem.usable_profiles(netem.kernel_has_netem())
+            self.netem_profiles = netem.usable_profiles()
         self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
                       if self.faults else iter(()))
 
