@@ -353,10 +353,13 @@ def _compressed_data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
     junctions = _junctions(writers, readers).withColumn("junction", F.lit(True))
     w = writers.join(junctions, "node", "left").withColumn("junction", F.col("junction").isNotNull())
     placed = w.where(F.col("position").isNotNull())
-    following = Window.partitionBy("key").orderBy("position", "node").rowsBetween(1, Window.unboundedFollowing)
+    # The next junction is the last one before this row in reverse order: a growing
+    # frame Spark keeps incrementally (a frame to the partition's end is redone per row).
+    following = (Window.partitionBy("key").orderBy(F.desc("position"), F.desc("node"))
+                 .rowsBetween(Window.unboundedPreceding, -1))
     preceding = Window.partitionBy("key").orderBy("position", "node").rowsBetween(Window.unboundedPreceding, 0)
     junction_node = F.when(F.col("junction"), F.col("node"))
-    chained = (placed.withColumn("next_j", F.first(junction_node, ignorenulls=True).over(following))
+    chained = (placed.withColumn("next_j", F.last(junction_node, ignorenulls=True).over(following))
                .withColumn("owner", F.last(junction_node, ignorenulls=True).over(preceding)))
     ww = chained.where(F.col("junction") & F.col("next_j").isNotNull())
     # Unplaced writers read by someone still give wr edges from themselves.

@@ -63,11 +63,15 @@ def _polled_throughout(late: DataFrame, polls: DataFrame, max_gap: int) -> DataF
                        no_poll.alias("poll"))
     invokes = late.select("process", "key", F.col("invoke_time").alias("t"), F.lit(-1).alias("tie"), "rid",
                           no_poll.alias("poll"))
-    order = Window.partitionBy("process", "key").orderBy("t", "tie")
+    # "The first poll from here on" is the last one so far in the mirrored order: a
+    # growing frame Spark keeps incrementally (a frame to the end is redone per row).
+    sort_keys = ("t", "tie", "poll.rank")
+    order = Window.partitionBy("process", "key").orderBy(*sort_keys)
+    mirrored = Window.partitionBy("process", "key").orderBy(*[F.col(k).desc_nulls_last() for k in sort_keys])
     timeline = poll_rows.unionByName(acks).unionByName(invokes)
     marked = (timeline.where(F.col("rid").isNotNull() | F.col("poll").isNotNull())
-              .withColumn("after", F.first("poll", ignorenulls=True)
-                          .over(order.rowsBetween(0, Window.unboundedFollowing)))
+              .withColumn("after", F.last("poll", ignorenulls=True)
+                          .over(mirrored.rowsBetween(Window.unboundedPreceding, 0)))
               .withColumn("before", F.last("poll", ignorenulls=True)
                           .over(order.rowsBetween(Window.unboundedPreceding, 0)))
               .where(F.col("rid").isNotNull()))
