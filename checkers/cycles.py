@@ -14,7 +14,11 @@ built in Spark and the graph is shrunk in Spark before anything is collected:
    completed but no later than the earliest completion among ops invoked after
    A completed (those are in flight together, so at most the concurrency of
    the run per op, never the quadratic set). Same-process realtime edges are
-   dropped: the process chain already orders them.
+   dropped: the process chain already orders them. Process and realtime
+   edges of an op of several nodes leave from an out hub and arrive at an in
+   hub (sub ids NODE_SHIFT-1, -2) joined to its nodes by HUB legs, so two
+   10-record sends are linked by one edge, not 100; reported cycles fold the
+   hubs away.
 3. Plain G0/G1c: a cycle of ww/wr edges only must pass through a *junction*,
    an op that writes two keys or both reads and writes: ops that write one key
    and read nothing only have edges along that key's chain. So each key's
@@ -70,6 +74,9 @@ from checkers.load import Tables
 
 NODE_SHIFT = 1 << 20
 WW, WR, PROC, RT = 1, 2, 4, 8
+# The legs between a multi-node op's nodes and its hubs: always allowed, never required.
+HUB = 16
+OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 TRIM_ROUNDS = 3
 SHRINK_ROUNDS = 2
 EDGE_CAP = 500_000
@@ -122,7 +129,7 @@ def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) 
             rows.append((name, None, [], graph))
             continue
         for kind in kinds:
-            for walk in search(graph, kind.allowed, kind.required):
+            for walk in map(without_hubs, search(graph, kind.allowed, kind.required)):
                 rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk],
                              describe(walk)))
     if not rows:
@@ -145,8 +152,9 @@ def _spark_graphs(t: Tables, writers: DataFrame, readers: DataFrame, edge_cap: i
     data = _data_edges(writers, readers).localCheckpoint()
     nodes = _graph_ops(t, writers, readers).localCheckpoint()
     potential = _potential(nodes, readers).localCheckpoint()
-    process = _process_edges(nodes).localCheckpoint()
-    realtime = _realtime_edges(nodes).localCheckpoint()
+    ports = _ports(nodes).localCheckpoint()
+    process = _process_edges(nodes, ports).localCheckpoint()
+    realtime = _realtime_edges(nodes, ports).localCheckpoint()
     compressed = _compressed_data_edges(writers, readers).localCheckpoint()
     wr = data.where(F.col("kind") == WR)
     by_name = {kind.name: kind for kinds in VARIANTS.values() for kind in kinds}
@@ -192,8 +200,9 @@ def _driver_graphs(t: Tables, write_rows, read_rows):
         nodes_of.setdefault(r["op"], set()).add(r["node"])
     ww, wr = _driver_data_edges(write_rows, read_rows)
     data = ww + wr
-    process = _driver_process_edges(info, nodes_of)
-    realtime = _driver_realtime_edges(info, nodes_of)
+    ports, legs = _driver_ports(nodes_of)
+    process = _driver_process_edges(info, ports) + legs
+    realtime = _driver_realtime_edges(info, ports)
     graphs = {
         "data": (VARIANTS["data"], _dedupe(_driver_compressed_edges(write_rows, read_rows))),
         "process": (VARIANTS["process"], _dedupe(data + process)),
@@ -267,19 +276,32 @@ def _driver_compressed_edges(write_rows, read_rows):
     return edges
 
 
-def _driver_process_edges(info, nodes_of):
+def _driver_ports(nodes_of):
+    """As _ports and _hub_legs: {op: (out, in)} and the legs of multi-node ops."""
+    ports, legs = {}, []
+    for op, nodes in nodes_of.items():
+        if len(nodes) == 1:
+            (node,) = nodes
+            ports[op] = (node, node)
+            continue
+        out, into = op * NODE_SHIFT + OUT_HUB, op * NODE_SHIFT + IN_HUB
+        ports[op] = (out, into)
+        legs += [(node, out, HUB, None) for node in nodes] + [(into, node, HUB, None) for node in nodes]
+    return ports, legs
+
+
+def _driver_process_edges(info, ports):
     by_process: dict = {}
     for op, r in info.items():
         by_process.setdefault(r["process"], []).append((r["invoke_index"], op))
     edges = []
     for ops in by_process.values():
         ops.sort()
-        for (_, a), (_, b) in zip(ops, ops[1:]):
-            edges.extend((x, y, PROC, None) for x in nodes_of[a] for y in nodes_of[b])
+        edges.extend((ports[a][0], ports[b][1], PROC, None) for (_, a), (_, b) in zip(ops, ops[1:]))
     return edges
 
 
-def _driver_realtime_edges(info, nodes_of):
+def _driver_realtime_edges(info, ports):
     ordered = sorted(info.values(), key=lambda r: (r["invoke_time"], r["op"]))
     invokes = [r["invoke_time"] for r in ordered]
     suffix_min = [NO_TIME] * (len(ordered) + 1)
@@ -297,7 +319,7 @@ def _driver_realtime_edges(info, nodes_of):
         hi = bisect_right(invokes, bound)
         for b in ordered[lo:hi]:
             if b["process"] != a["process"]:
-                edges.extend((x, y, RT, None) for x in nodes_of[a["op"]] for y in nodes_of[b["op"]])
+                edges.append((ports[a["op"]][0], ports[b["op"]][1], RT, None))
     return edges
 
 
@@ -379,18 +401,38 @@ def _graph_ops(t: Tables, writers: DataFrame, readers: DataFrame) -> DataFrame:
                       "op")
 
 
-def _process_edges(nodes: DataFrame) -> DataFrame:
-    """Every node of a graph op -> every node of the same process's next graph op."""
+def _ports(nodes: DataFrame) -> DataFrame:
+    """op, out, in: where process and realtime edges leave and enter an op.
+
+    An op of one node uses that node. An op of several nodes (a plain send
+    of several records) uses its hubs, so an edge between two ops is one
+    edge, not one per pair of their nodes (100 for two 10-record sends).
+    """
+    per_op = nodes.groupBy("op").agg(F.count(F.lit(1)).alias("n"), F.min("node").alias("only"))
+    multi = F.col("n") >= 2
+    return per_op.select("op", F.when(multi, F.col("op") * NODE_SHIFT + OUT_HUB).otherwise(F.col("only")).alias("out"),
+                         F.when(multi, F.col("op") * NODE_SHIFT + IN_HUB).otherwise(F.col("only")).alias("in"))
+
+
+def _hub_legs(nodes: DataFrame, ports: DataFrame) -> DataFrame:
+    """Every node of a multi-node op -> its out hub, and its in hub -> every node."""
+    hubs = nodes.select("op", "node").join(ports, "op").where(F.col("out") != F.col("node"))
+    nokey = hubs.withColumn("nokey", F.lit(None))
+    return _edge(nokey, "node", "out", HUB, "nokey").unionByName(_edge(nokey, "in", "node", HUB, "nokey"))
+
+
+def _process_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
+    """Each graph op -> the same process's next graph op (port to port), plus the hub legs."""
     ops = nodes.select("op", "process", "invoke_index").distinct()
     nxt = ops.withColumn("next_op", F.lead("op").over(Window.partitionBy("process").orderBy("invoke_index")))
     pairs = nxt.where(F.col("next_op").isNotNull()).select("op", "next_op")
-    src = nodes.select("op", F.col("node").alias("a"))
-    dst = nodes.select(F.col("op").alias("next_op"), F.col("node").alias("b"))
-    linked = pairs.join(src, "op").join(dst, "next_op")
-    return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", PROC, "nokey")
+    linked = (pairs.join(ports.select("op", F.col("out").alias("a")), "op")
+              .join(ports.select(F.col("op").alias("next_op"), F.col("in").alias("b")), "next_op"))
+    return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", PROC, "nokey").unionByName(
+        _hub_legs(nodes, ports))
 
 
-def _realtime_edges(nodes: DataFrame) -> DataFrame:
+def _realtime_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
     """Transitive reduction of "A completed before B was invoked" among graph ops of different processes."""
     ops = nodes.select("op", "process", F.col("invoke_time").alias("it"), F.col("complete_time").alias("ct")).distinct()
     ranked = (ops.withColumn("r", F.row_number().over(Window.orderBy("it", "op")) - 1)
@@ -418,8 +460,8 @@ def _realtime_edges(nodes: DataFrame) -> DataFrame:
                .join(ranked.select("r", F.col("op").alias("b_op"), F.col("process").alias("b_process")), "r")
                .join(sources.select("op", "process"), "op")
                .where(F.col("process") != F.col("b_process")))
-    linked = (targets.join(nodes.select("op", F.col("node").alias("a")), "op")
-              .join(nodes.select(F.col("op").alias("b_op"), F.col("node").alias("b")), "b_op"))
+    linked = (targets.join(ports.select("op", F.col("out").alias("a")), "op")
+              .join(ports.select(F.col("op").alias("b_op"), F.col("in").alias("b")), "b_op"))
     return _edge(linked.withColumn("nokey", F.lit(None)), "a", "b", RT, "nokey")
 
 
@@ -438,7 +480,14 @@ def _potential(nodes: DataFrame, readers: DataFrame) -> DataFrame:
     phi = (F.when(F.col("commit_time").isNotNull(), committed)
            .when(F.col("reads").isNotNull(), F.coalesce("complete_time", "invoke_time"))
            .otherwise(start))
-    return nodes.join(reading, "node", "left").select("node", phi.alias("phi"))
+    base = nodes.join(reading, "node", "left").select("node", "op", phi.alias("phi"))
+    # Doubled, so that an op's hubs fit strictly between its nodes and its neighbours:
+    # out hub just after its latest node, in hub just before its earliest.
+    hubs = (base.groupBy("op").agg(F.count(F.lit(1)).alias("n"), F.max("phi").alias("hi"), F.min("phi").alias("lo"))
+            .where(F.col("n") >= 2))
+    return (base.select("node", (F.col("phi") * 2).alias("phi"))
+            .unionByName(hubs.select((F.col("op") * NODE_SHIFT + OUT_HUB).alias("node"), (F.col("hi") * 2 + 1).alias("phi")))
+            .unionByName(hubs.select((F.col("op") * NODE_SHIFT + IN_HUB).alias("node"), (F.col("lo") * 2 - 1).alias("phi"))))
 
 
 def _cover(edges: DataFrame, potential: DataFrame) -> DataFrame:
@@ -549,7 +598,7 @@ def search(graph: list[tuple], allowed: int, required: int) -> list[list[tuple]]
     """
     adjacency: dict = {}
     for src, dst, kind, key in sorted(graph, key=lambda e: (e[0], e[1], e[2])):
-        if kind & ~allowed == 0:
+        if kind & ~(allowed | HUB) == 0:
             adjacency.setdefault(src, []).append((dst, kind, key))
             adjacency.setdefault(dst, [])
     walks = []
@@ -596,6 +645,25 @@ def _closed_walk(adjacency: dict, members: set, inside: list, required: int):
                 parent[nstate] = (state, kind, key)
                 queue.append(nstate)
     return None
+
+
+def _is_hub(node: int) -> bool:
+    return node % NODE_SHIFT in (OUT_HUB, IN_HUB)
+
+
+def without_hubs(walk: list[tuple]) -> list[tuple]:
+    """The walk over real nodes only: each hub hop folds into the edge that
+    left the real node before it (x -leg-> hub -realtime-> y is x -realtime-> y)."""
+    if not any(_is_hub(node) for node, _, _ in walk):
+        return walk
+    first = next(i for i, (node, _, _) in enumerate(walk) if not _is_hub(node))
+    out: list[tuple] = []
+    for node, kind, key in walk[first:] + walk[:first]:
+        if not _is_hub(node):
+            out.append((node, kind, key))
+        elif kind != HUB:
+            out[-1] = (out[-1][0], kind, key)
+    return out
 
 
 def _node_label(node: int) -> str:

@@ -290,3 +290,22 @@ def test_tarjan_handles_long_chains_without_recursion():
     adjacency[n] = [(0, 1, 0)]
     components = cycles.strongly_connected(adjacency)
     assert len(components) == 1 and len(components[0]) == n + 1
+
+
+def g0_realtime_multi(k, p):
+    """Two plain 2-record sends, one after the other; on key k the later op's record lands first.
+
+    The realtime edge joins the ops' hubs, not each pair of their records."""
+    return (op(p, "send", [send(k, 1, 1), send(k + 1, 2, 0)])
+            + op(p + 1, "send", [send(k, 3, 0), send(k + 1, 4, 1)]))
+
+
+@pytest.mark.parametrize("driver_limit", [cycles.DRIVER_LIMIT, 0])
+def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spark, tmp_path, driver_limit):
+    rows, ops = run(spark, tmp_path, {"multi": g0_realtime_multi(20, 100)}, driver_limit=driver_limit)
+    found = {row["name"]: row for row in rows}
+    assert "G0-realtime" in found and "G0" not in found
+    a, b = sorted(ops["multi"])
+    assert sorted(found["G0-realtime"]["ops"]) == [a, b]
+    assert found["G0-realtime"]["cycle"] in (f"op {a} send 0 -realtime-> op {b} send 0 -ww(key 20)-> op {a} send 0",
+                                             f"op {b} send 0 -ww(key 20)-> op {a} send 0 -realtime-> op {b} send 0")
