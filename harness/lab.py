@@ -229,7 +229,7 @@ class Lab:
             state = None
         killed = _kill_lab_processes(lab_dir)
         prefix = f"{name}-"
-        netns.stop_emulators(prefix)  # a crashed run's netem emulators would keep the namespaces alive
+        netns.stop_emulators(prefix, prefix=True)  # a crashed run's netem emulators would keep the namespaces alive
         spaces = [ns for ns in netns.namespaces() if ns.startswith(prefix)]
         for ns in spaces:
             netns.quiet(["ip", "netns", "del", ns])

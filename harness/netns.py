@@ -139,6 +139,7 @@ def create_member(lab: str, member: str, address: str, prefix: int, gateway: str
 
 
 def delete_member(lab: str, member: str) -> None:
+    stop_emulators(ns_name(lab, member))  # its netem emulator would keep the namespace alive
     quiet(["ip", "netns", "del", ns_name(lab, member)])
     quiet(["ip", "link", "del", host_veth(lab, member)])
 
@@ -181,8 +182,8 @@ def netem_available() -> bool:
 def set_netem(ns: str, spec: str) -> None:
     """tc netem on eth0; without sch_netem, the same effects are emulated.
 
-    The fallback (see harness/nfqueue_netem.py) holds outgoing packets in
-    userspace through NFQUEUE for delay, jitter, duplication and reordering;
+    The fallback (see harness/nfqueue_netem.py) takes eth0's outgoing packets
+    into userspace through NFQUEUE for delay, jitter, duplication and reordering;
     loss alone is an iptables statistic match, rate a tbf qdisc. Everything
     lives in chain GREGOR-NETEM and one emulator process per namespace, which
     clear_netem removes (also after a crash of the harness).
@@ -258,9 +259,16 @@ def _emulate_netem(ns: str, spec: str) -> None:
 
 
 def _start_emulator(ns: str, impairment) -> None:
-    """Starts the NFQUEUE emulator in `ns` and waits until it has bound its queue."""
-    log_path = f"/tmp/gregor-netem-{ns}.log"
-    command = in_ns(ns, [sys.executable, "-m", "harness.nfqueue_netem", "--tag", ns,
+    """Starts the NFQUEUE emulator in `ns` and waits until it has bound its queue.
+
+    No pid file: clear_netem finds it by its --tag in /proc, which also works
+    after a crash and can never hit a recycled pid. Its stderr goes to
+    <state dir>/netem/<ns>.log, next to the lab's state file.
+    """
+    log_dir = os.path.join(os.environ.get("GREGOR_STATE_DIR", "/run/gregor"), "netem")
+    os.makedirs(log_dir, exist_ok=True)
+    log_path = os.path.join(log_dir, f"{ns}.log")
+    command = in_ns(ns, [sys.executable, "-m", "harness.nfqueue_netem", "--tag", ns, "--device", NODE_IF,
                          "--queue", str(EMULATOR_QUEUE), "--seed", str(zlib.crc32(ns.encode())),
                          *impairment.args()])
     with open(log_path, "wb") as log:
@@ -277,9 +285,10 @@ def _start_emulator(ns: str, impairment) -> None:
         raise GregorError(f"the netem emulator did not start in {ns}: {lines[-1] if lines else 'no output'}")
 
 
-def emulator_pids(tag_prefix: str) -> list[int]:
-    """Emulator processes serving a namespace whose name starts with `tag_prefix`
-    (found from /proc, so a crashed harness's emulators are found too)."""
+def emulator_pids(tag: str, prefix: bool = False) -> list[int]:
+    """Emulator processes serving namespace `tag` (with prefix=True: every
+    namespace whose name starts with it), found from /proc, so a crashed
+    harness's emulators are found too."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -291,14 +300,15 @@ def emulator_pids(tag_prefix: str) -> list[int]:
             continue
         if b"harness.nfqueue_netem" not in argv or b"--tag" not in argv[:-1]:
             continue
-        if argv[argv.index(b"--tag") + 1].decode(errors="replace").startswith(tag_prefix):
+        served = argv[argv.index(b"--tag") + 1].decode(errors="replace")
+        if served == tag or (prefix and served.startswith(tag)):
             pids.append(int(entry))
     return pids
 
 
-def stop_emulators(tag_prefix: str) -> int:
+def stop_emulators(tag: str, prefix: bool = False) -> int:
     """SIGTERM (they let held packets go), then SIGKILL whatever is left; returns how many."""
-    pids = emulator_pids(tag_prefix)
+    pids = emulator_pids(tag, prefix)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + 3
@@ -331,6 +341,8 @@ def _alive(pid: int) -> bool:
 
 
 def clear_netem(ns: str) -> None:
+    """Idempotent: the qdisc, the GREGOR-NETEM rules (first, so nothing new is
+    queued) and the namespace's emulator, if any, are gone afterwards."""
     run(in_ns(ns, ["tc", "qdisc", "del", "dev", NODE_IF, "root"]), check=False)
     run(in_ns(ns, ["iptables", "-w", "-F", CHAIN_NETEM]), check=False)
     stop_emulators(ns)

@@ -12,13 +12,15 @@ import statistics
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
 from harness import netns
 from harness.errors import GregorError
-from harness.nfqueue_netem import (NF_ACCEPT, NFQA_PACKET_HDR, NFQA_PAYLOAD, NFQNL_MSG_PACKET, NFNL_SUBSYS_QUEUE,
-                                   Impairment, _attr, hold_seconds, parse_packets, verdict_message)
+from harness.nfqueue_netem import (NF_ACCEPT, NF_DROP, NFQA_PACKET_HDR, NFQA_PAYLOAD, NFQNL_MSG_PACKET,
+                                   NFNL_SUBSYS_QUEUE, NLMSG_ERROR, Emulator, Impairment, _attr, bind_message,
+                                   hold_seconds, parse_messages, verdict_message)
 from lab.helpers import needs_root
 
 A, B = "nqa", "nqb"
@@ -54,10 +56,62 @@ def test_queued_packets_are_parsed_and_verdicts_packed():
     body = struct.pack("=BBH", 2, 0, 0) + _attr(NFQA_PACKET_HDR, struct.pack("!IHB", 41, 0x0800, 3)) \
         + _attr(NFQA_PAYLOAD, payload)
     message = struct.pack("=IHHII", 16 + len(body), (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET, 0, 0, 0) + body
-    assert parse_packets(message + message) == [(41, payload), (41, payload)]
+    ack = struct.pack("=IHHIIi", 36, NLMSG_ERROR, 0, 1, 0, 0) + bytes(16)    # echoes the request header
+    refused = struct.pack("=IHHIIi", 36, NLMSG_ERROR, 0, 2, 0, -1) + bytes(16)
+    assert parse_messages(message + ack + message + refused) == ([(41, payload), (41, payload)], [(1, 0), (2, 1)])
     verdict = verdict_message(7, 41, NF_ACCEPT)
     assert struct.unpack_from("=I", verdict)[0] == len(verdict)
     assert verdict.endswith(struct.pack("!II", NF_ACCEPT, 41))
+    bind = bind_message(7, seq=1)
+    length, kind, flags, seq = struct.unpack_from("=IHHI", bind)
+    assert (length, kind, flags & 4, seq) == (len(bind), (NFNL_SUBSYS_QUEUE << 8) | 2, 4, 1)   # config, acked
+    assert struct.unpack_from("!H", bind, 18)[0] == 7                                        # queue, big-endian
+
+
+def _bare_emulator(impairment: Impairment) -> tuple[Emulator, list]:
+    """An Emulator without sockets: verdicts and sends are recorded instead."""
+    emulator = Emulator.__new__(Emulator)
+    emulator.impairment, emulator.rng, emulator.mtu = impairment, random.Random(3), 1500
+    emulator.held, emulator.counter, emulator.stopping = [], 0, False
+    log: list = []
+    emulator._verdict = lambda packet_id, verdict: log.append(("verdict", packet_id, verdict))
+    emulator._send = lambda packet, copies: log.append(("send", len(packet), copies))
+    return emulator, log
+
+
+def test_a_delayed_packet_is_taken_over_and_sent_when_due():
+    """DROP at once (TCP's small-queue budget is freed), our copy when due; a
+    datagram longer than the link keeps the kernel's packet and gets ACCEPT."""
+    emulator, log = _bare_emulator(Impairment(delay_ms=30))
+    small, large = bytes([0x45]) + bytes(99), bytes([0x45]) + bytes(3999)
+    emulator._admit(1, small)
+    emulator._admit(2, large)
+    assert log == [("verdict", 1, NF_DROP)]
+    emulator._release_due(time.monotonic())
+    assert len(log) == 1                                                  # not due yet
+    emulator._release_due(time.monotonic() + 0.031)
+    assert log[1:] == [("send", 100, 1), ("verdict", 2, NF_ACCEPT)]
+    emulator, log = _bare_emulator(Impairment(duplicate_pct=100))
+    emulator._admit(3, small)                                             # no delay: ACCEPT plus one copy
+    assert log == [("verdict", 3, NF_ACCEPT), ("send", 100, 1)]
+    emulator, log = _bare_emulator(Impairment(delay_ms=30, loss_pct=100))
+    emulator._admit(4, small)
+    assert log == [("verdict", 4, NF_DROP)] and emulator.held == []
+
+
+def test_cleanup_finds_emulators_by_exact_namespace_or_by_lab_prefix():
+    """A process that looks like the emulator of namespace "nqab" (it only sleeps)."""
+    fake = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)",
+                             "harness.nfqueue_netem", "--tag", "nqab"], stdout=subprocess.PIPE)
+    try:
+        assert fake.stdout.readline() == b"ready\n"                 # its cmdline is the new one by now
+        assert netns.emulator_pids("nqa") == []                   # clear_netem("nqa") leaves "nqab" alone
+        assert netns.emulator_pids("nqab") == [fake.pid]
+        assert netns.emulator_pids("nqa", prefix=True) == [fake.pid]
+        assert netns.stop_emulators("nqab") == 1
+        assert netns.emulator_pids("nqab") == [] and fake.poll() is not None
+    finally:
+        fake.kill()
 
 
 # --- real packets -------------------------------------------------------------
@@ -97,14 +151,14 @@ while (d := c.recv(64)):
     c.sendall(d)
 """
 _PING = """
-import socket, statistics, sys, time
+import socket, sys, time
 s = socket.create_connection((sys.argv[1], 5000), timeout=10)
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 for line in sys.stdin:
     rtts = []
-    for _ in range(15):
+    for _ in range(int(line)):
         started = time.monotonic(); s.sendall(b"x"); s.recv(64); rtts.append((time.monotonic() - started) * 1000)
-    print(statistics.median(rtts), flush=True)
+    print(" ".join(map(str, rtts)), flush=True)
 """
 _COUNT = """
 import socket, sys, time
@@ -120,6 +174,20 @@ print(got, flush=True)
 """
 
 
+_SEQ = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 5001)); s.settimeout(0.3)
+print("ready", flush=True)
+order, end = [], time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        order.append(s.recv(64).decode())
+    except socket.timeout:
+        pass
+print(" ".join(order), flush=True)
+"""
+
+
 def _in(ns: str, script: str, *args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", script, *args], text=True, **popen)
 
@@ -131,15 +199,20 @@ def test_emulated_delay_is_measured_and_cleared(pair):
     assert echo.stdout.readline().strip() == "ready"
     ping = _in(A, _PING, B_IP, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def round_trip_ms() -> float:
-        ping.stdin.write("go\n")
+    def round_trips_ms(count: int) -> list[float]:
+        ping.stdin.write(f"{count}\n")
         ping.stdin.flush()
-        return float(ping.stdout.readline())
+        return [float(word) for word in ping.stdout.readline().split()]
+
+    def round_trip_ms() -> float:
+        return statistics.median(round_trips_ms(20))
 
     try:
         before = round_trip_ms()
         netns.set_netem(A, "delay 100ms")      # only A's outgoing packets: +100 ms per round trip
         during = round_trip_ms()
+        netns.set_netem(A, "delay 100ms 30ms distribution normal")
+        jittered = round_trips_ms(40)          # one delayed packet each: the normal draws themselves
         netns.clear_netem(A)
         after = round_trip_ms()
     finally:
@@ -147,10 +220,59 @@ def test_emulated_delay_is_measured_and_cleared(pair):
         echo.kill()
     assert before < 10
     assert 90 <= during - before <= 150, (before, during)
+    assert 80 <= statistics.median(jittered) - before <= 130, jittered
+    assert 15 <= statistics.stdev(jittered) <= 50, jittered
     assert after < 10
     assert netns.emulator_pids(A) == []
     assert "NFQUEUE" not in subprocess.run(["ip", "netns", "exec", A, "iptables", "-S", netns.CHAIN_NETEM],
                                            capture_output=True, text=True).stdout
+
+
+_SINK = """
+import socket, sys
+s = socket.socket(); s.bind((sys.argv[1], 5002)); s.listen(); print("ready", flush=True)
+c, _ = s.accept(); n = 0
+while (d := c.recv(1 << 16)):
+    n += len(d)
+print(n, flush=True)
+"""
+_BULK = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 5002)); buf = b"x" * 65536; end = time.monotonic() + 2
+while time.monotonic() < end:
+    s.sendall(buf)
+"""
+
+
+@pytest.mark.lab
+@needs_root
+def test_a_delayed_tcp_flow_keeps_its_throughput(pair):
+    """Held kernel packets would stall TCP at a few packets per round trip
+    (0.3 MB/s at 20 ms); taken-over packets leave it at tens of MB/s."""
+    netns.set_netem(A, "delay 20ms")
+    sink = _in(B, _SINK, B_IP, stdout=subprocess.PIPE)
+    assert sink.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", _BULK, B_IP], check=True, timeout=30)
+    received = int(sink.communicate(timeout=30)[0])
+    assert received / (time.monotonic() - started) > 3e6, received
+
+
+@pytest.mark.lab
+@needs_root
+def test_emulated_reordering_lets_packets_overtake(pair):
+    """reorder 30% with delay 50ms: the undelayed 30% arrive before earlier packets."""
+    sent = 300
+    netns.set_netem(A, "delay 50ms reorder 30%")
+    counter = _in(B, _SEQ, B_IP, "3", stdout=subprocess.PIPE)
+    assert counter.stdout.readline().strip() == "ready"
+    sender = "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" \
+             f"for i in range({sent}):\n    s.sendto(str(i).encode(), ('{B_IP}', 5001)); time.sleep(0.002)\n"
+    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", sender], check=True, timeout=30)
+    order = [int(word) for word in counter.communicate(timeout=30)[0].split()]
+    assert sorted(order) == list(range(sent))                             # none lost, none doubled
+    overtaken = sum(1 for earlier, later in zip(order, order[1:]) if later < earlier)
+    assert 0.1 * sent <= overtaken <= 0.5 * sent, overtaken
 
 
 @pytest.mark.lab
@@ -175,5 +297,5 @@ def test_a_crashed_harness_leaves_no_emulator_after_lab_style_cleanup(pair):
     """The emulator outlives the harness that started it; the sweep by name prefix ends it."""
     netns.set_netem(A, "delay 20ms")
     assert len(netns.emulator_pids(A)) == 1
-    assert netns.stop_emulators("nq") == 1       # what Lab.down does with "<lab>-"
-    assert netns.emulator_pids("nq") == []
+    assert netns.stop_emulators("nq", prefix=True) == 1     # what Lab.down does with "<lab>-"
+    assert netns.emulator_pids("nq", prefix=True) == []
