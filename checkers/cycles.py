@@ -63,6 +63,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -81,6 +82,11 @@ TRIM_ROUNDS = 3
 SHRINK_ROUNDS = 2
 EDGE_CAP = 500_000
 DRIVER_LIMIT = 20_000
+# A graph being shrunk continues on the driver below this many edges (same rounds, same result).
+DRIVER_SHRINK = 50_000
+# The cover filter is a plain filter when its spans merge into this few intervals.
+FEW_SPANS = 10_000
+FEW_INTERVALS = 32
 NO_TIME = 1 << 62
 
 EDGE_SCHEMA = T.StructType([
@@ -113,14 +119,15 @@ def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) 
     A graph of at most ``driver_limit`` writes and reads is small enough to
     build on the driver directly; bigger ones are built and trimmed in Spark.
     """
-    writers = _writers(t)
-    readers = _readers(t)
+    # Checkpointed first: a big run needs them again, and a limit on the plan itself redoes its joins.
+    writers = _writers(t).localCheckpoint(eager=True)
+    readers = _readers(t).localCheckpoint(eager=True)
     few_writes = writers.limit(driver_limit + 1).collect()
     few_reads = readers.limit(driver_limit + 1).collect() if len(few_writes) <= driver_limit else None
     if few_reads is not None and len(few_reads) <= driver_limit:
         graphs, times = _driver_graphs(t, few_writes, few_reads)
     else:
-        graphs, times = _spark_graphs(t, writers.localCheckpoint(), readers.localCheckpoint(), edge_cap)
+        graphs, times = _spark_graphs(t, writers, readers, edge_cap)
     rows = []
     for kinds, graph in graphs.values():
         if isinstance(graph, str):
@@ -147,44 +154,54 @@ def _spark_graphs(t: Tables, writers: DataFrame, readers: DataFrame, edge_cap: i
     The bad wr-only families get graphs of their own, without ww edges: in a
     valid history those are acyclic along the potential (see _potential), so
     the cover filter empties them, while the permitted ww families may stay
-    too big to collect on a long busy run.
+    too big to collect on a long busy run. Every graph is a filter on one
+    table of distinct edges that already carries both ends' potential, built
+    and counted once: a family costs no shuffle of its own until it is shrunk.
     """
-    data = _data_edges(writers, readers).localCheckpoint()
+    data = _data_edges(writers, readers)
     nodes = _graph_ops(t, writers, readers).localCheckpoint()
     potential = _potential(nodes, readers).localCheckpoint()
     ports = _ports(nodes).localCheckpoint()
-    process = _process_edges(nodes, ports).localCheckpoint()
-    realtime = _realtime_edges(nodes, ports).localCheckpoint()
-    compressed = _compressed_data_edges(writers, readers).localCheckpoint()
-    wr = data.where(F.col("kind") == WR)
+    process = _process_edges(nodes, ports)
+    realtime = _realtime_edges(nodes, ports)
+    compressed = _compressed_data_edges(writers, readers)
+    unpacked = data.unionByName(process).unionByName(realtime).withColumn("packed", F.lit(False))
+    table = _with_potential(_distinct_edges(unpacked.unionByName(compressed.withColumn("packed", F.lit(True))),
+                                            "packed"), potential).localCheckpoint(eager=True)
+    per_kind = {(r["packed"], r["kind"]): r["count"] for r in table.groupBy("packed", "kind").count().collect()}
     by_name = {kind.name: kind for kinds in VARIANTS.values() for kind in kinds}
-    builders = {
-        "data-wr": (["G1c"], lambda: compressed.where(F.col("kind") == WR)),
-        "data": (["G0", "G1c-ww"], lambda: compressed),
-        "process-wr": (["G1c-process"], lambda: wr.unionByName(process)),
-        "process": (["G0-process", "G1c-ww-process"], lambda: data.unionByName(process)),
-        "realtime-wr": (["G1c-realtime"], lambda: wr.unionByName(process).unionByName(realtime)),
-        "realtime": (["G0-realtime", "G1c-ww-realtime"],
-                     lambda: data.unionByName(process).unionByName(realtime)),
-    }
     graphs = {}
-    for graph, (names, build) in builders.items():
+    for graph, (names, packed, kinds_in) in FAMILIES.items():
         kinds = [by_name[name] for name in names]
-        edges = _distinct_edges(build()).localCheckpoint()
-        count = edges.count()
+        selected = F.col("packed") == packed
+        if kinds_in is not None:
+            selected = selected & F.col("kind").isin(*kinds_in)
+        edges = table.where(selected).select(*PLACED)
+        count = sum(n for (p, kind), n in per_kind.items() if p == packed and (kinds_in is None or kind in kinds_in))
         if count > edge_cap:
-            edges, count = _shrink(edges, count, potential)
+            edges, count = _shrink(edges, count)
         if count > edge_cap:
             graphs[graph] = (kinds, f"{'/'.join(names)} not checked: {count} edges remain after trimming, "
                                     f"above the cap of {edge_cap}")
         else:
-            graphs[graph] = (kinds, [(r["src"], r["dst"], r["kind"], r["key"]) for r in edges.collect()]
-                             if count else [])
+            graphs[graph] = (kinds, [row[:4] for row in _rows(edges)] if count else [])
 
     def times(ops):
         found = t.ops.where(F.col("op").isin(ops)).select("op", "complete_time", "invoke_time").collect()
         return {r["op"]: r["complete_time"] or r["invoke_time"] for r in found}
     return graphs, times
+
+
+# graph: (anomalies, from the compressed data edges?, kinds kept or None for all)
+FAMILIES = {
+    "data-wr": (["G1c"], True, [WR]),
+    "data": (["G0", "G1c-ww"], True, None),
+    "process-wr": (["G1c-process"], False, [WR, PROC, HUB]),
+    "process": (["G0-process", "G1c-ww-process"], False, [WW, WR, PROC, HUB]),
+    "realtime-wr": (["G1c-realtime"], False, [WR, PROC, HUB, RT]),
+    "realtime": (["G0-realtime", "G1c-ww-realtime"], False, None),
+}
+PLACED = ("src", "dst", "kind", "key", "src_phi", "dst_phi")
 
 
 # ---------------------------------------------------------------- driver side, small graphs
@@ -347,9 +364,16 @@ def _edge(df: DataFrame, src: str, dst: str, kind, key: str = "key") -> DataFram
                      F.col(key).cast("long").alias("key"))
 
 
-def _distinct_edges(edges: DataFrame) -> DataFrame:
+def _distinct_edges(edges: DataFrame, *more: str) -> DataFrame:
     return (edges.where(F.col("src") != F.col("dst"))
-            .groupBy("src", "dst", "kind").agg(F.min("key").alias("key")))
+            .groupBy("src", "dst", "kind", *more).agg(F.min("key").alias("key")))
+
+
+def _with_potential(edges: DataFrame, potential: DataFrame) -> DataFrame:
+    """Adds src_phi and dst_phi (null for a node without one: it is never covered)."""
+    src_phi = potential.select(F.col("node").alias("src"), F.col("phi").alias("src_phi"))
+    dst_phi = potential.select(F.col("node").alias("dst"), F.col("phi").alias("dst_phi"))
+    return edges.join(src_phi, "src", "left").join(dst_phi, "dst", "left")
 
 
 def _data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
@@ -490,41 +514,85 @@ def _potential(nodes: DataFrame, readers: DataFrame) -> DataFrame:
             .unionByName(hubs.select((F.col("op") * NODE_SHIFT + IN_HUB).alias("node"), (F.col("lo") * 2 - 1).alias("phi"))))
 
 
-def _cover(edges: DataFrame, potential: DataFrame) -> DataFrame:
+def _cover(edges):
     """Keeps edges between nodes whose phi lies inside the span of some edge that does not increase phi.
 
     Along any cycle phi must come back down, and every value it passes on
     the way down is spanned by such an edge: nodes outside every span lie on
-    no cycle. One sort of spans and nodes, a running maximum: no range join.
+    no cycle. Edges are a DataFrame of PLACED columns or, once small, a list
+    of such tuples on the driver; both give the same edges. Returns (edges, count).
     """
-    src_phi = potential.select(F.col("node").alias("src"), F.col("phi").alias("src_phi"))
-    dst_phi = potential.select(F.col("node").alias("dst"), F.col("phi").alias("dst_phi"))
-    placed = edges.join(src_phi, "src").join(dst_phi, "dst")
-    spans = (placed.where(F.col("dst_phi") <= F.col("src_phi"))
+    if isinstance(edges, list):
+        merged = _merge_spans((dst_phi, src_phi) for _, _, _, _, src_phi, dst_phi in edges
+                              if src_phi is not None and dst_phi is not None and dst_phi <= src_phi)
+        starts = [a for a, _ in merged]
+
+        def covered(phi):
+            i = bisect_right(starts, phi) - 1 if phi is not None else -1
+            return i >= 0 and merged[i][1] >= phi
+        kept = [e for e in edges if covered(e[4]) and covered(e[5])]
+        return kept, len(kept)
+    spans = edges.where(F.col("dst_phi") <= F.col("src_phi")).select("dst_phi", "src_phi").distinct()
+    few = spans.limit(FEW_SPANS + 1).collect()
+    merged = _merge_spans(tuple(r) for r in few) if len(few) <= FEW_SPANS else None
+    if merged is not None and len(merged) <= FEW_INTERVALS:
+        # Few spans (a valid run's wr-only graphs have almost none): a filter, no sort.
+        def covered(phi):
+            return reduce(lambda a, b: a | b, [phi.between(lo, hi) for lo, hi in merged], F.lit(False))
+        kept = edges.where(covered(F.col("src_phi")) & covered(F.col("dst_phi")))
+    else:
+        kept = _swept(edges)
+    kept = kept.select(*PLACED).localCheckpoint(eager=True)
+    return kept, kept.count()
+
+
+def _merge_spans(spans) -> list[tuple[int, int]]:
+    """Closed intervals (lo, hi) merged into sorted disjoint ones."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
+def _swept(edges: DataFrame) -> DataFrame:
+    """The cover filter for many spans: one sort of spans and nodes, a running maximum, no range join."""
+    spans = (edges.where(F.col("dst_phi") <= F.col("src_phi"))
              .select(F.col("dst_phi").alias("at"), F.col("src_phi").alias("reach"), F.lit(None).cast("long").alias("node")))
-    points = (edges.select(F.col("src").alias("node")).unionByName(edges.select(F.col("dst").alias("node"))).distinct()
-              .join(potential, "node").select(F.col("phi").alias("at"), F.lit(None).cast("long").alias("reach"), "node"))
+    points = (edges.select(F.col("src").alias("node"), F.col("src_phi").alias("at"))
+              .unionByName(edges.select(F.col("dst").alias("node"), F.col("dst_phi").alias("at")))
+              .where(F.col("at").isNotNull()).distinct()
+              .select("at", F.lit(None).cast("long").alias("reach"), "node"))
     sweep = Window.orderBy("at", F.col("node").isNotNull()).rowsBetween(Window.unboundedPreceding, 0)
     covered = (spans.unionByName(points).withColumn("furthest", F.max("reach").over(sweep))
                .where(F.col("node").isNotNull() & (F.col("furthest") >= F.col("at"))).select("node"))
     return (edges.join(covered.withColumnRenamed("node", "src"), "src", "left_semi")
-            .join(covered.withColumnRenamed("node", "dst"), "dst", "left_semi")
-            .select("src", "dst", "kind", "key"))
+            .join(covered.withColumnRenamed("node", "dst"), "dst", "left_semi"))
 
 
-def _shrink(edges: DataFrame, count: int, potential: DataFrame) -> tuple[DataFrame, int]:
+def _rows(edges) -> list[tuple]:
+    return edges if isinstance(edges, list) else [tuple(r) for r in edges.select(*PLACED).collect()]
+
+
+def _small(edges, count: int):
+    """A graph of at most DRIVER_SHRINK edges continues on the driver: no more Spark jobs for it."""
+    return _rows(edges) if not isinstance(edges, list) and count <= DRIVER_SHRINK else edges
+
+
+def _shrink(edges, count: int):
     """Cover filter and trimming, alternated (twice at most: each pass is a few full sorts)."""
     for _ in range(SHRINK_ROUNDS):
-        covered = _cover(edges, potential).localCheckpoint()
-        covered_count = covered.count()
-        edges, new_count = _trim(covered, covered_count)
+        edges, covered_count = _cover(_small(edges, count))
+        edges, new_count = _trim(edges, covered_count)
         if new_count == count or new_count == 0:
             return edges, new_count
         count = new_count
     return edges, count
 
 
-def _trim(edges: DataFrame, count: int) -> tuple[DataFrame, int]:
+def _trim(edges, count: int):
     """Drops edges whose source has no in-edge or whose target has no out-edge, a few rounds.
 
     Only run when the graph is too big to collect: small graphs go to the driver as they are.
@@ -533,15 +601,22 @@ def _trim(edges: DataFrame, count: int) -> tuple[DataFrame, int]:
     for _ in range(TRIM_ROUNDS):
         if count == 0:
             break
-        has_in = current.select(F.col("dst").alias("src")).distinct()
-        has_out = current.select(F.col("src").alias("dst")).distinct()
-        trimmed = current.join(has_in, "src", "left_semi").join(has_out, "dst", "left_semi").localCheckpoint()
-        new_count = trimmed.count()
-        current = trimmed
+        current = _small(current, count)
+        if isinstance(current, list):
+            has_in = {e[1] for e in current}
+            has_out = {e[0] for e in current}
+            current = [e for e in current if e[0] in has_in and e[1] in has_out]
+            new_count = len(current)
+        else:
+            has_in = current.select(F.col("dst").alias("src")).distinct()
+            has_out = current.select(F.col("src").alias("dst")).distinct()
+            current = (current.join(has_in, "src", "left_semi").join(has_out, "dst", "left_semi")
+                       .select(*PLACED).localCheckpoint(eager=True))
+            new_count = current.count()
         if new_count == count:
             break
         count = new_count
-    return current.select("src", "dst", "kind", "key"), count
+    return current, count
 
 
 # ---------------------------------------------------------------- driver side

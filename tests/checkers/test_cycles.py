@@ -309,3 +309,38 @@ def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spar
     assert sorted(found["G0-realtime"]["ops"]) == [a, b]
     assert found["G0-realtime"]["cycle"] in (f"op {a} send 0 -realtime-> op {b} send 0 -ww(key 20)-> op {a} send 0",
                                              f"op {b} send 0 -ww(key 20)-> op {a} send 0 -realtime-> op {b} send 0")
+
+
+def _random_placed(seed, n_edges=400, n_nodes=60):
+    import random
+    rng = random.Random(seed)
+    phi = {node: rng.randrange(0, 200) for node in range(n_nodes)}
+    phi[n_nodes - 1] = None  # a node without a potential is never covered
+    edges = {}
+    for _ in range(n_edges):
+        src, dst = rng.sample(range(n_nodes), 2)
+        if phi[src] is not None and phi[dst] is not None and phi[src] > phi[dst] + 5 and rng.random() < 0.97:
+            src, dst = dst, src  # mostly forward, as in a valid run: a few short spans
+        kind = rng.choice([cycles.WW, cycles.WR, cycles.PROC, cycles.RT])
+        edges[(src, dst, kind)] = (src, dst, kind, rng.randrange(3), phi[src], phi[dst])
+    return sorted(edges.values())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cover_and_trim_shortcuts_keep_exactly_the_sweeps_edges(spark, monkeypatch, seed):
+    """The few-spans filter and the driver-side rounds are shortcuts of the sorted sweep: same edges."""
+    rows = _random_placed(seed)
+    schema = "src long, dst long, kind int, key long, src_phi long, dst_phi long"
+    frame = spark.createDataFrame(rows, schema)
+    swept = sorted(tuple(r) for r in cycles._swept(frame).select(*cycles.PLACED).collect())
+    on_driver, _ = cycles._cover(list(rows))
+    assert sorted(on_driver) == swept
+    monkeypatch.setattr(cycles, "FEW_INTERVALS", 10_000)
+    filtered, count = cycles._cover(frame)
+    assert sorted(tuple(r) for r in filtered.collect()) == swept and count == len(swept)
+    monkeypatch.setattr(cycles, "FEW_INTERVALS", 0)
+    monkeypatch.setattr(cycles, "DRIVER_SHRINK", -1)
+    in_spark, spark_count = cycles._shrink(frame, len(rows))
+    monkeypatch.setattr(cycles, "DRIVER_SHRINK", 10**9)
+    driver, driver_count = cycles._shrink(frame, len(rows))
+    assert sorted(cycles._rows(in_spark)) == sorted(driver) and spark_count == driver_count
