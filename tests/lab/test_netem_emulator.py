@@ -258,6 +258,13 @@ def test_a_delayed_tcp_flow_keeps_its_throughput(pair):
     assert received / (time.monotonic() - started) > 3e6, received
 
 
+def _send_numbered_datagrams(count: int) -> None:
+    """From A to B's port 5001: datagrams "0", "1", ... 2 ms apart."""
+    sender = ("import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+              f"for i in range({count}):\n    s.sendto(str(i).encode(), ('{B_IP}', 5001)); time.sleep(0.002)\n")
+    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", sender], check=True, timeout=30)
+
+
 @pytest.mark.lab
 @needs_root
 def test_emulated_reordering_lets_packets_overtake(pair):
@@ -266,9 +273,7 @@ def test_emulated_reordering_lets_packets_overtake(pair):
     netns.set_netem(A, "delay 50ms reorder 30%")
     counter = _in(B, _SEQ, B_IP, "3", stdout=subprocess.PIPE)
     assert counter.stdout.readline().strip() == "ready"
-    sender = "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" \
-             f"for i in range({sent}):\n    s.sendto(str(i).encode(), ('{B_IP}', 5001)); time.sleep(0.002)\n"
-    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", sender], check=True, timeout=30)
+    _send_numbered_datagrams(sent)
     order = [int(word) for word in counter.communicate(timeout=30)[0].split()]
     assert sorted(order) == list(range(sent))                             # none lost, none doubled
     overtaken = sum(1 for earlier, later in zip(order, order[1:]) if later < earlier)
@@ -284,9 +289,7 @@ def test_emulated_duplication_sends_extra_copies(pair):
     netns.set_netem(A, "duplicate 50%")
     counter = _in(B, _COUNT, B_IP, "4", stdout=subprocess.PIPE)
     assert counter.stdout.readline().strip() == "ready"
-    sender = "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" \
-             f"for i in range({sent}):\n    s.sendto(b'x', ('{B_IP}', 5001)); time.sleep(0.002)\n"
-    subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", sender], check=True, timeout=30)
+    _send_numbered_datagrams(sent)
     received = int(counter.communicate(timeout=30)[0])
     assert 1.35 * sent <= received <= 1.65 * sent, received    # 50% +- about 7 standard deviations
 
