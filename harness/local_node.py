@@ -19,26 +19,10 @@ from pathlib import Path
 from harness import netns
 from harness.errors import GregorError
 from harness.kafka_config import BROKER_PORT, CONTROLLER_PORT
+from harness.procfs import proc_cmdline, proc_state  # noqa: F401  (lab.py and tests import them from here)
 
 # Brokers started by this Python process, kept so that their exit is reaped.
 _CHILDREN: dict[int, subprocess.Popen] = {}
-
-
-def proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc/<pid>/stat, or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return stat[stat.rindex(")") + 2]
-
-
-def proc_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
 def reap(pid: int) -> None:

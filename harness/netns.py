@@ -20,6 +20,7 @@ import zlib
 
 from harness.errors import GregorError
 from harness.nfqueue_netem import DUPLICATE_MARK, Impairment
+from harness.procfs import proc_cmdline, proc_state
 
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")
@@ -293,14 +294,10 @@ def emulator_pids(tag: str, prefix: bool = False) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
+        argv = proc_cmdline(int(entry))
+        if "harness.nfqueue_netem" not in argv or "--tag" not in argv[:-1]:
             continue
-        if b"harness.nfqueue_netem" not in argv or b"--tag" not in argv[:-1]:
-            continue
-        served = argv[argv.index(b"--tag") + 1].decode(errors="replace")
+        served = argv[argv.index("--tag") + 1]
         if served == tag or (prefix and served.startswith(tag)):
             pids.append(int(entry))
     return pids
@@ -333,11 +330,7 @@ def _alive(pid: int) -> bool:
         os.waitpid(pid, os.WNOHANG)  # reaps our own child (the harness started it)
     except ChildProcessError:
         pass
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return proc_state(pid) not in (None, "Z")
 
 
 def clear_netem(ns: str) -> None:
