@@ -30,8 +30,8 @@ from harness import kafka_config, kafka_install, kafka_wire, netns
 from harness.errors import GregorError
 from harness.kafka_admin import KafkaAdmin
 from harness.local_node import Node, proc_cmdline, reap_children
+from harness.paths import state_dir
 
-STATE_DIR = Path(os.environ.get("GREGOR_STATE_DIR", "/run/gregor"))
 LABS_DIR = Path(os.environ.get("GREGOR_LABS_DIR", "/var/lib/gregor/labs"))
 FAILED_DIR = Path(os.environ.get("GREGOR_FAILED_DIR", "/var/lib/gregor/failed"))
 HEALTH_TOPIC = "gregor-health"
@@ -44,7 +44,7 @@ def lab_name(name: str | None) -> str:
 
 
 def state_path(name: str) -> Path:
-    return STATE_DIR / f"{name}.json"
+    return state_dir() / f"{name}.json"
 
 
 def require_root() -> None:
@@ -393,8 +393,8 @@ def _save_logs(state: dict) -> Path:
 
 
 def _write_state(state: dict) -> None:
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
     path = state_path(state["name"])
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(json.dumps(state, indent=2) + "\n")
     tmp.replace(path)

@@ -20,6 +20,7 @@ import zlib
 
 from harness.errors import GregorError
 from harness.nfqueue_netem import DUPLICATE_MARK, Impairment
+from harness.paths import state_dir
 from harness.procfs import proc_cmdline, proc_state
 
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
@@ -266,7 +267,7 @@ def _start_emulator(ns: str, impairment) -> None:
     after a crash and can never hit a recycled pid. Its stderr goes to
     <state dir>/netem/<ns>.log, next to the lab's state file.
     """
-    log_dir = os.path.join(os.environ.get("GREGOR_STATE_DIR", "/run/gregor"), "netem")
+    log_dir = os.path.join(state_dir(), "netem")
     os.makedirs(log_dir, exist_ok=True)
     log_path = os.path.join(log_dir, f"{ns}.log")
     command = in_ns(ns, [sys.executable, "-m", "harness.nfqueue_netem", "--tag", ns, "--device", NODE_IF,

@@ -13,12 +13,11 @@ import threading
 import uuid
 from pathlib import Path
 
-STATE_DIR_ENV = "GREGOR_STATE_DIR"  # the lab keeps its state file there too
+from harness.paths import state_dir
 
 
 def ledger_path(lab_name: str) -> Path:
-    base = Path(os.environ.get(STATE_DIR_ENV, "/run/gregor"))
-    return base / f"{lab_name}-faults.json"
+    return state_dir() / f"{lab_name}-faults.json"  # beside the lab's state file
 
 
 class Ledger:
