@@ -9,6 +9,7 @@ setting passes through ``--spark-conf key=value``.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from harness.errors import GregorError
@@ -39,6 +40,10 @@ DEFAULT_CONF = {
     "spark.sql.ansi.enabled": "false",
     # Arrow is not needed: the driver only ever sees counts and examples.
     "spark.sql.execution.arrow.pyspark.enabled": "false",
+    # Errors only on the terminal (checkers/log4j2.properties). The default
+    # options, not the extra ones, so a user's spark.driver.extraJavaOptions
+    # adds to this instead of replacing it.
+    "spark.driver.defaultJavaOptions": f"-Dlog4j.configurationFile={Path(__file__).with_name('log4j2.properties')}",
 }
 
 
