@@ -71,6 +71,12 @@ def label(f: str, value) -> str:
         text = f"{base} {' '.join(nodes)}" if nodes else base
     if isinstance(value, dict) and isinstance(value.get("role"), str):
         text += f" ({value['role']})"
+    if isinstance(value, dict) and isinstance(value.get("netem"), str):
+        text += f": {value['netem']}"
+        how = value.get("applied_by")
+        # The emulation's timing is close to the qdisc's, not equal: say so.
+        if isinstance(how, dict) and how and all("emulation" in str(v) for v in how.values()):
+            text += " (emulated)"
     return text.strip()
 
 

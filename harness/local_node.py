@@ -210,9 +210,10 @@ class Node:
     def heal_network(self) -> None:
         netns.flush_chains(self.namespace)
 
-    def netem(self, spec: str) -> None:
-        """tc netem on the node's interface, e.g. "delay 100ms 20ms loss 5%"."""
-        netns.set_netem(self.namespace, spec)
+    def netem(self, spec: str) -> str:
+        """tc netem on the node's interface, e.g. "delay 100ms 20ms loss 5%";
+        returns whether the qdisc or its emulation applied it."""
+        return netns.set_netem(self.namespace, spec)
 
     def clear_netem(self) -> None:
         netns.clear_netem(self.namespace)

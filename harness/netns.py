@@ -181,8 +181,14 @@ def netem_available() -> bool:
         quiet(["ip", "netns", "del", probe])
 
 
-def set_netem(ns: str, spec: str) -> None:
+NETEM_QDISC = "tc netem qdisc"
+NETEM_EMULATED = "userspace emulation (NFQUEUE)"
+
+
+def set_netem(ns: str, spec: str) -> str:
     """tc netem on eth0; without sch_netem, the same effects are emulated.
+    Returns which of the two applied it (NETEM_QDISC or NETEM_EMULATED), for
+    the history: the emulation's timing is close to the qdisc's, not equal.
 
     The fallback (see harness/nfqueue_netem.py) takes eth0's outgoing packets
     into userspace through NFQUEUE for delay, jitter, duplication and reordering;
@@ -196,10 +202,11 @@ def set_netem(ns: str, spec: str) -> None:
     clear_netem(ns)
     result = run(in_ns(ns, ["tc", "qdisc", "replace", "dev", NODE_IF, "root", "netem", *args]), check=False)
     if result.returncode == 0:
-        return
+        return NETEM_QDISC
     if "unknown" not in result.stderr:
         raise GregorError(f"tc rejected netem spec {spec!r}: {result.stderr.strip()}")
     _emulate_netem(ns, spec)
+    return NETEM_EMULATED
 
 
 def parse_netem(spec: str):

@@ -129,5 +129,5 @@ class Nemesis:
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]
         entry = self.ledger.add({"fault": "netem", "nodes": list(target.nodes), "role": target.role})
-        netem.apply(self.lab, target.nodes, profile)
-        return entry, dict(target.value(), **profile.value())
+        applied_by = netem.apply(self.lab, target.nodes, profile)
+        return entry, dict(target.value(), **profile.value(), applied_by=applied_by)

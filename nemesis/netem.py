@@ -74,9 +74,9 @@ def pick_profile(rng: random.Random, profiles=None) -> str:
     return rng.choice(sorted(profiles or PROFILES))
 
 
-def apply(lab, node_names, profile: NetemProfile) -> None:
-    for name in node_names:
-        lab.node(name).netem(profile.spec())
+def apply(lab, node_names, profile: NetemProfile) -> dict:
+    """Applies the profile to each node; returns {node: qdisc or emulation}."""
+    return {name: lab.node(name).netem(profile.spec()) for name in node_names}
 
 
 def clear(lab, node_names) -> None:

@@ -85,6 +85,16 @@ def test_nemesis_windows_pair_faults_with_their_heals():
     assert nemesis_windows.active(windows, 50) == []
 
 
+def test_netem_window_says_what_was_applied_and_whether_emulated():
+    ops = [{"op": 1, "f": "start-netem", "time": 100,
+            "value": {"nodes": ["n1"], "netem": "loss 20%", "applied_by": {"n1": "tc netem qdisc"}}},
+           {"op": 3, "f": "stop-netem", "value": {"nodes": ["n1"]}, "time": 200},
+           {"op": 5, "f": "start-netem", "time": 300,
+            "value": {"nodes": ["n2"], "netem": "delay 200ms", "applied_by": {"n2": "userspace emulation (NFQUEUE)"}}}]
+    labels = [w["label"] for w in nemesis_windows.windows(ops)]
+    assert labels == ["netem n1: loss 20%", "netem n2: delay 200ms (emulated)"]
+
+
 @pytest.mark.spark
 def test_results_json_shape_with_examples_permissions_and_nemesis(spark, tmp_path):
     h = History()

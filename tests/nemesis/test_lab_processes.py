@@ -7,6 +7,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from harness import netns
 from harness.errors import GregorError
 
 from nemesis.faults import Nemesis
@@ -161,6 +162,8 @@ def test_netem_delay_adds_the_latency_it_says(lab, make):
     n1, n2 = lab.node("n1"), lab.node("n2")
     before = tcp_connect_ms(n2.exec_prefix(), n1.ip)
     entry = nem.start(Step("netem", "node:n1", 1, 1, profile="delay"))   # 200 ms +- 50 ms
+    qdisc = netns.netem_available()
+    assert ctx.events[-1]["value"]["applied_by"] == {"n1": netns.NETEM_QDISC if qdisc else netns.NETEM_EMULATED}
     during = tcp_connect_ms(n2.exec_prefix(), n1.ip)
     nem.stop(entry)
     after = tcp_connect_ms(n2.exec_prefix(), n1.ip)

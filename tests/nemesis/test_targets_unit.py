@@ -64,7 +64,7 @@ class RecordingNode:
     def pause(self): self._call("pause"); self._state = "paused"
     def resume(self): self._call("resume"); self._state = "running"
     def state(self): return self._state
-    def netem(self, spec): self._call("netem", spec)
+    def netem(self, spec): self._call("netem", spec); return "tc netem qdisc"
     def clear_netem(self): self._call("clear_netem")
 
 
