@@ -7,6 +7,10 @@ planted anomaly was found. Goal (issue 5): >= 200,000 events/s at 10 million
 events, all planted anomalies found, flat memory as the history grows.
 
     .venv/bin/python benchmarks/bench_checkers.py --events 1000000
+    .venv/bin/python benchmarks/bench_checkers.py --events 1000000 --floor
+
+With --floor it also times Spark alone on the same history (a parse, and a
+parse plus one shuffle): the ceiling no Spark check can pass on this machine.
 
 The generator streams lines straight to disk (no history in memory): keys
 are consumed by one consumer each, in order, in batches; producers send
@@ -285,7 +289,29 @@ def found(results: dict, name: str, planted: dict) -> bool:
                for e in entry["examples"])
 
 
-def bench(events: int, keep: bool, spark) -> bool:
+def spark_floor(spark, history: Path, events: int) -> None:
+    """Prints what Spark alone costs on this machine for this history: a full
+    parse, and a parse plus the one shuffle any per-process or per-key check
+    needs. No check can be faster than these; they put the events/s above in
+    scale."""
+    from pyspark.sql import functions as F
+
+    from checkers.load import EVENT_SCHEMA
+
+    def parsed():
+        return (spark.read.text(str(history))
+                .select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*"))
+
+    steps = [("parse every line", lambda: parsed()),
+             ("parse + one shuffle", lambda: parsed().repartition("process").sortWithinPartitions("process", "index"))]
+    for label, frame in steps:
+        started = time.monotonic()
+        frame().write.format("noop").mode("overwrite").save()
+        seconds = time.monotonic() - started
+        print(f"  Spark floor, {label:20}: {seconds:6.1f}s  events/s: {events / seconds:,.0f}", flush=True)
+
+
+def bench(events: int, keep: bool, spark, floor: bool = False) -> bool:
     from checkers.check import check_dir
 
     directory = Path(tempfile.mkdtemp(prefix=f"bench-checkers-{events}-", dir=os.environ.get("TMPDIR", "/tmp")))
@@ -312,6 +338,8 @@ def bench(events: int, keep: bool, spark) -> bool:
         others = {n: e["count"] for n, e in results["anomalies"].items()}
         print(f"  all anomalies reported (name: count): {others}")
         print(f"  verdict: {results['verdict']}; every planted anomaly found: {all_found}", flush=True)
+        if floor:
+            spark_floor(spark, directory / "history.jsonl", generated["events"])
         return all_found
     finally:
         if keep:
@@ -326,13 +354,15 @@ def main(argv=None) -> int:
                         help="history size (repeatable); default 1,000,000 then 10,000,000")
     parser.add_argument("--keep", action="store_true", help="keep the generated run directories")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g, as gregor check)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time Spark alone on each history: a parse, and a parse plus one shuffle")
     args = parser.parse_args(argv)
     from checkers.spark import get_spark
 
     spark = get_spark(None, {"spark.driver.memory": args.driver_memory})
     ok = True
     for events in args.events or [1_000_000, 10_000_000]:
-        ok &= bench(events, args.keep, spark)
+        ok &= bench(events, args.keep, spark, args.floor)
     return 0 if ok else 1
 
 

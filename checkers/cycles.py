@@ -457,32 +457,37 @@ def _process_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
 
 
 def _realtime_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
-    """Transitive reduction of "A completed before B was invoked" among graph ops of different processes."""
-    ops = nodes.select("op", "process", F.col("invoke_time").alias("it"), F.col("complete_time").alias("ct")).distinct()
-    ranked = (ops.withColumn("r", F.row_number().over(Window.orderBy("it", "op")) - 1)
-              .withColumn("sm", F.min(F.coalesce("ct", F.lit(NO_TIME))).over(
-                  Window.orderBy(F.desc("it"), F.desc("op")).rowsBetween(Window.unboundedPreceding, 0))))
-    ranked = ranked.localCheckpoint()
-    invokes = ranked.select(F.col("it").alias("t"), F.lit(1).alias("w"), F.lit(None).cast("long").alias("q"),
-                            F.lit(None).cast("long").alias("qt"))
+    """Transitive reduction of "A completed before B was invoked" among graph ops of different processes.
 
-    def count_at_or_before(queries: DataFrame, time_col: str, out: str) -> DataFrame:
-        # Number of invokes with it <= the query time: invokes sort before queries on ties.
-        q = queries.select(F.col(time_col).alias("t"), F.lit(0).alias("w"), F.col("op").alias("q"),
-                           F.col(time_col).alias("qt"))
-        running = F.sum("w").over(Window.orderBy("t", F.desc("w")).rowsBetween(Window.unboundedPreceding, 0))
-        return (invokes.unionByName(q).withColumn(out, running).where(F.col("w") == 0)
-                .select(F.col("q").alias("op"), out))
-
-    sources = ranked.where(F.col("ct").isNotNull()).select("op", "process", "ct")
-    lo = count_at_or_before(sources, "ct", "lo")
-    bound = (lo.join(ranked.select(F.col("r").alias("lo"), F.col("sm").alias("bound")), "lo")
-             .where(F.col("bound") < NO_TIME))
-    hi = count_at_or_before(bound, "bound", "hi")
-    spans = lo.join(hi, "op").where(F.col("hi") > F.col("lo"))
-    targets = (spans.select("op", F.explode(F.sequence("lo", F.col("hi") - 1)).alias("r"))
-               .join(ranked.select("r", F.col("op").alias("b_op"), F.col("process").alias("b_process")), "r")
-               .join(sources.select("op", "process"), "op")
+    With ops ranked by (invoke time, op): A's targets are the ranks from lo,
+    the number of invokes at or before A's completion, up to hi, the number
+    at or before the earliest completion among the ops invoked after it (B*).
+    One global sweep, newest first, over every invoke and every completion
+    gives all three: the invokes seen so far give ranks and lo, their
+    smallest (completion, op) gives B*. hi is then B*'s own lo, a join.
+    Completions sort before invokes of the same time, which count as before.
+    """
+    ops = (nodes.select("op", "process", F.col("invoke_time").alias("it"), F.col("complete_time").alias("ct"))
+           .distinct().localCheckpoint(eager=True))
+    total = ops.count()
+    done = F.struct(F.col("ct").alias("ct"), F.col("op").alias("op"))
+    invokes = ops.select("op", "process", F.col("it").alias("t"), F.lit(1).alias("w"),
+                         F.when(F.col("ct").isNotNull(), done).alias("done"))
+    completions = ops.where(F.col("ct").isNotNull()).select(
+        "op", "process", F.col("ct").alias("t"), F.lit(0).alias("w"), F.lit(None).cast(invokes.schema["done"].dataType).alias("done"))
+    newest_first = Window.orderBy(F.desc("t"), "w", F.desc("op")).rowsBetween(Window.unboundedPreceding, 0)
+    swept = (invokes.unionByName(completions)
+             .select("op", "process", "w", (F.lit(total) - F.sum("w").over(newest_first)).alias("at"),
+                     F.min("done").over(newest_first)["op"].alias("b_star"))
+             .localCheckpoint(eager=True))
+    ranked = swept.where(F.col("w") == 1).select(F.col("at").alias("r"), F.col("op").alias("b_op"),
+                                                F.col("process").alias("b_process"))
+    lo = swept.where(F.col("w") == 0).select("op", "process", F.col("at").alias("lo"), "b_star")
+    spans = (lo.where(F.col("b_star").isNotNull())
+             .join(lo.select(F.col("op").alias("b_star"), F.col("lo").alias("hi")), "b_star")
+             .where(F.col("hi") > F.col("lo")))
+    targets = (spans.select("op", "process", F.explode(F.sequence("lo", F.col("hi") - 1)).alias("r"))
+               .join(ranked, "r")
                .where(F.col("process") != F.col("b_process")))
     linked = (targets.join(ports.select("op", F.col("out").alias("a")), "op")
               .join(ports.select(F.col("op").alias("b_op"), F.col("in").alias("b")), "b_op"))

@@ -50,10 +50,13 @@ def _successive(events: DataFrame, resets: DataFrame) -> DataFrame:
     order = Window.partitionBy("process", "key").orderBy("op", "slot", "reset")
     segmented = marked.withColumn("segment", F.sum("reset").over(order.rowsBetween(Window.unboundedPreceding, 0)))
     rows = segmented.where(F.col("reset") == 0)
-    w = Window.partitionBy("process", "key", "segment").orderBy("op", "slot")
-    for name in ("op", "index", "value", "offset"):
+    # Same partitioning and a prefix of the same order as above, so Spark
+    # neither shuffles nor sorts again; the previous row counts only when it
+    # lies in the same segment (segments only grow along the order).
+    w = Window.partitionBy("process", "key").orderBy("op", "slot")
+    for name in ("op", "index", "value", "offset", "segment"):
         rows = rows.withColumn(f"prev_{name}", F.lag(name).over(w))
-    return rows.where(F.col("prev_op").isNotNull())
+    return rows.where(F.col("prev_op").isNotNull() & (F.col("prev_segment") == F.col("segment")))
 
 
 def _conform(rows: DataFrame, name: str) -> DataFrame:

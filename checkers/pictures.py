@@ -31,7 +31,7 @@ def partitions(t: Tables, anomalies: DataFrame, max_offsets: int = MAX_OFFSETS) 
     keys_named = [row["key"] for row in spans.select("key").distinct().collect()]
     if not keys_named:
         return {}
-    statuses = _value_status(t, anomalies)
+    statuses = _value_status(t, anomalies, keys_named)
     rows = (log.where(F.col("key").isin(keys_named))
             .join(statuses, ["key", "value"], "left")
             .groupBy("key", "offset", "index")
@@ -64,15 +64,20 @@ def partitions(t: Tables, anomalies: DataFrame, max_offsets: int = MAX_OFFSETS) 
     return result
 
 
-def _value_status(t: Tables, anomalies: DataFrame) -> DataFrame:
-    """key, value, rank (index into STATUS_ORDER, without the offset-level ones), dup."""
+def _value_status(t: Tables, anomalies: DataFrame, keys: list) -> DataFrame:
+    """key, value, rank (index into STATUS_ORDER, without the offset-level ones), dup, for these keys only."""
+    # Only the named keys are drawn: filtering first keeps every join below
+    # to their share of the history, not all of it.
+    named = F.col("key").isin(keys)
+
     def flagged(name):
-        return anomalies.where(F.col("name") == name).select("key", "value").distinct().withColumn(name, F.lit(True))
-    writers = (t.mops.where(F.col("mf") == "send").groupBy("key", "value")
+        return (anomalies.where((F.col("name") == name) & named).select("key", "value").distinct()
+                .withColumn(name, F.lit(True)))
+    writers = (t.mops.where((F.col("mf") == "send") & named).groupBy("key", "value")
                .agg(F.max(F.when(F.col("type") == "fail", 1).otherwise(0)).alias("failed")))
-    must = facts.must_writes(t).select("key", "value").distinct().withColumn("must", F.lit(True))
-    read = facts.read_values(t).withColumn("is_read", F.lit(True))
-    values = facts.log(t).select("key", "value").distinct()
+    must = facts.must_writes(t).where(named).select("key", "value").distinct().withColumn("must", F.lit(True))
+    read = facts.read_values(t).where(named).withColumn("is_read", F.lit(True))
+    values = facts.log(t).where(named).select("key", "value").distinct()
     joined = values
     for frame in (writers, must, read, flagged("lost-write"), flagged("unseen"), flagged("duplicate")):
         joined = joined.join(frame, ["key", "value"], "left")

@@ -9,6 +9,7 @@ scenario's ops.
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -344,3 +345,33 @@ def test_cover_and_trim_shortcuts_keep_exactly_the_sweeps_edges(spark, monkeypat
     monkeypatch.setattr(cycles, "DRIVER_SHRINK", 10**9)
     driver, driver_count = cycles._shrink(frame, len(rows))
     assert sorted(cycles._rows(in_spark)) == sorted(driver) and spark_count == driver_count
+
+
+def _random_ops(seed: int, count: int = 120):
+    """Ops of a few processes with clashing times, some never completed, some of two nodes."""
+    rng = random.Random(seed)
+    rows, clock = [], {}
+    for op in range(1, count + 1):
+        process = str(rng.randrange(5))
+        invoke = max(clock.get(process, 0), rng.randrange(0, 40)) + rng.randrange(0, 3)
+        complete = None if rng.random() < 0.1 else invoke + rng.randrange(0, 6)
+        clock[process] = (complete if complete is not None else invoke) + 1
+        for sub in range(1 + (rng.random() < 0.3)):
+            rows.append((op * cycles.NODE_SHIFT + sub, op, process, invoke, complete))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_realtime_edges_in_spark_are_the_drivers(spark, seed):
+    """The one-sweep Spark reduction gives exactly the driver's edges, ties and open ops included."""
+    rows = _random_ops(seed)
+    nodes = spark.createDataFrame(rows, "node long, op long, process string, invoke_time long, complete_time long")
+    in_spark = sorted({tuple(r) for r in cycles._realtime_edges(nodes, cycles._ports(nodes))
+                       .select("src", "dst", "kind").collect()})
+    info = {op: {"op": op, "process": p, "invoke_time": i, "complete_time": c} for _, op, p, i, c in rows}
+    nodes_of: dict = {}
+    for node, op, *_ in rows:
+        nodes_of.setdefault(op, set()).add(node)
+    ports, _ = cycles._driver_ports(nodes_of)
+    on_driver = sorted({(a, b, kind) for a, b, kind, _ in cycles._driver_realtime_edges(info, ports)})
+    assert in_spark == on_driver and len(on_driver) > 50
