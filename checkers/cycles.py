@@ -125,7 +125,8 @@ def find(t: Tables, edge_cap: int = EDGE_CAP, driver_limit: int = DRIVER_LIMIT) 
     few_writes = writers.limit(driver_limit + 1).collect()
     few_reads = readers.limit(driver_limit + 1).collect() if len(few_writes) <= driver_limit else None
     if few_reads is not None and len(few_reads) <= driver_limit:
-        graphs, times = _driver_graphs(t, few_writes, few_reads)
+        graph_ops = writers.select("op").unionByName(readers.select("op"))
+        graphs, times = _driver_graphs(t, few_writes, few_reads, graph_ops)
     else:
         graphs, times = _spark_graphs(t, writers, readers, edge_cap)
     rows = []
@@ -187,7 +188,11 @@ def _spark_graphs(t: Tables, writers: DataFrame, readers: DataFrame, edge_cap: i
             graphs[graph] = (kinds, [row[:4] for row in _rows(edges)] if count else [])
 
     def times(ops):
-        found = t.ops.where(F.col("op").isin(ops)).select("op", "complete_time", "invoke_time").collect()
+        # Few ops: isin. Many (a run full of cycles): a table of them, as a
+        # literal list costs a JVM round trip per element.
+        chosen = (t.ops.where(F.col("op").isin(ops)) if len(ops) <= 200 else
+                  t.ops.join(t.spark.createDataFrame([(op,) for op in ops], "op long"), "op", "left_semi"))
+        found = chosen.select("op", "complete_time", "invoke_time").collect()
         return {r["op"]: r["complete_time"] or r["invoke_time"] for r in found}
     return graphs, times
 
@@ -206,11 +211,12 @@ PLACED = ("src", "dst", "kind", "key", "src_phi", "dst_phi")
 
 # ---------------------------------------------------------------- driver side, small graphs
 
-def _driver_graphs(t: Tables, write_rows, read_rows):
+def _driver_graphs(t: Tables, write_rows, read_rows, graph_ops: DataFrame):
     """The same three graphs as the Spark side builds, for a run small enough to hold."""
-    graph_ops = {r["op"] for r in write_rows} | {r["op"] for r in read_rows}
-    op_rows = (t.ops.where(F.col("op").isin(sorted(graph_ops)))
-               .select("op", "process", "invoke_index", "invoke_time", "complete_time").collect()) if graph_ops else []
+    # A semi join, not isin(ops): a literal list costs a JVM round trip per
+    # element (20 s for the 25,000 ops of a short run).
+    op_rows = (t.ops.join(graph_ops, "op", "left_semi")
+               .select("op", "process", "invoke_index", "invoke_time", "complete_time").collect())
     info = {r["op"]: r for r in op_rows}
     nodes_of: dict = {}
     for r in list(write_rows) + list(read_rows):

@@ -30,13 +30,17 @@ def find(t: Tables) -> DataFrame:
     max_gap = int(timeout * MAX_GAP_FRACTION)
     acks = (facts.must_writes(t).where(F.col("type") == "ok")
             .select("key", "value", F.col("op").alias("writer"), F.col("complete_time").alias("ack")))
-    invokes = t.ops.select("op", "invoke_time")
-    first_read = Window.partitionBy("process", "key", "value").orderBy("invoke_time", "op")
-    reads = (facts.ok_reads(t).select("key", "value", "offset", "op", "process").join(invokes, "op")
-             .withColumn("rank", F.row_number().over(first_read)).where(F.col("rank") == 1).drop("rank"))
+    # Each process's first read of a value: a hash aggregate (no sort) over the
+    # `ok` poll mops, which already carry their op's invoke time.
+    first = F.min(F.struct("invoke_time", "op", "offset")).alias("first")
+    reads = (t.mops.where((F.col("mf") == "poll") & (F.col("type") == "ok"))
+             .groupBy("process", "key", "value").agg(first)
+             .select("process", "key", "value", "first.*"))
     late = (reads.join(acks, ["key", "value"]).where(F.col("invoke_time") - F.col("ack") > timeout)
-            .withColumn("rid", F.monotonically_increasing_id()))
-    stuck = _polled_throughout(late, _polls_of_assigned_keys(t), max_gap)
+            .withColumn("rid", F.monotonically_increasing_id())).localCheckpoint(eager=True)
+    # Late reads are rare: only their processes' polls of their keys are ranked.
+    polls = _polls_of_assigned_keys(t).join(late.select("process", "key").distinct(), ["process", "key"], "left_semi")
+    stuck = _polled_throughout(late, polls, max_gap)
     return conform(stuck, "stuck-lso", ops=F.array("writer", "op"), time=F.col("invoke_time"))
 
 
