@@ -10,7 +10,8 @@ built in Spark and the graph is shrunk in Spark before anything is collected:
 2. Edges (kind bitmask): ww = writer of a value -> writer of the next value of
    the key in log order; wr = writer -> every `ok` op that read the value;
    process = consecutive graph ops of one process; realtime = A completed
-   before B was invoked, transitively reduced: A -> every op invoked after A
+   `ok` before B was invoked (an `info` op never completes in this sense:
+   its writes may land later), transitively reduced: A -> every op invoked after A
    completed but no later than the earliest completion among ops invoked after
    A completed (those are in flight together, so at most the concurrency of
    the run per op, never the quadratic set). Same-process realtime edges are
@@ -216,7 +217,7 @@ def _driver_graphs(t: Tables, write_rows, read_rows, graph_ops: DataFrame):
     # A semi join, not isin(ops): a literal list costs a JVM round trip per
     # element (20 s for the 25,000 ops of a short run).
     op_rows = (t.ops.join(graph_ops, "op", "left_semi")
-               .select("op", "process", "invoke_index", "invoke_time", "complete_time").collect())
+               .select("op", "process", "type", "invoke_index", "invoke_time", "complete_time").collect())
     info = {r["op"]: r for r in op_rows}
     nodes_of: dict = {}
     for r in list(write_rows) + list(read_rows):
@@ -325,17 +326,19 @@ def _driver_process_edges(info, ports):
 
 
 def _driver_realtime_edges(info, ports):
+    """As _realtime_edges: only `ok` completions order ops in real time."""
     ordered = sorted(info.values(), key=lambda r: (r["invoke_time"], r["op"]))
     invokes = [r["invoke_time"] for r in ordered]
+    over = {r["op"]: r["complete_time"] if r["type"] == "ok" else None for r in ordered}
     suffix_min = [NO_TIME] * (len(ordered) + 1)
     for i in range(len(ordered) - 1, -1, -1):
-        ct = ordered[i]["complete_time"]
+        ct = over[ordered[i]["op"]]
         suffix_min[i] = min(suffix_min[i + 1], NO_TIME if ct is None else ct)
     edges = []
     for a in ordered:
-        if a["complete_time"] is None:
+        if over[a["op"]] is None:
             continue
-        lo = bisect_right(invokes, a["complete_time"])
+        lo = bisect_right(invokes, over[a["op"]])
         bound = suffix_min[lo]
         if bound >= NO_TIME:
             continue
@@ -425,10 +428,10 @@ def _compressed_data_edges(writers: DataFrame, readers: DataFrame) -> DataFrame:
 
 
 def _graph_ops(t: Tables, writers: DataFrame, readers: DataFrame) -> DataFrame:
-    """node, op, process, invoke_index, invoke_time, complete_time, commit_time of every graph node."""
+    """node, op, process, type, invoke_index, invoke_time, complete_time, commit_time of every graph node."""
     nodes = writers.select("node", "op").unionByName(readers.select("node", "op")).distinct()
-    return nodes.join(t.ops.select("op", "process", "invoke_index", "invoke_time", "complete_time", "commit_time"),
-                      "op")
+    return nodes.join(t.ops.select("op", "process", "type", "invoke_index", "invoke_time", "complete_time",
+                                   "commit_time"), "op")
 
 
 def _ports(nodes: DataFrame) -> DataFrame:
@@ -462,6 +465,13 @@ def _process_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
         _hub_legs(nodes, ports))
 
 
+def _realtime_completion() -> F.Column:
+    """When an op is over for real-time order: an `ok` op's completion. An
+    `info` op never is: its writes may land any time after its invoke (a
+    timed-out send that the client still retries), so nothing follows it."""
+    return F.when(F.col("type") == "ok", F.col("complete_time"))
+
+
 def _realtime_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
     """Transitive reduction of "A completed before B was invoked" among graph ops of different processes.
 
@@ -473,7 +483,7 @@ def _realtime_edges(nodes: DataFrame, ports: DataFrame) -> DataFrame:
     smallest (completion, op) gives B*. hi is then B*'s own lo, a join.
     Completions sort before invokes of the same time, which count as before.
     """
-    ops = (nodes.select("op", "process", F.col("invoke_time").alias("it"), F.col("complete_time").alias("ct"))
+    ops = (nodes.select("op", "process", F.col("invoke_time").alias("it"), _realtime_completion().alias("ct"))
            .distinct().localCheckpoint(eager=True))
     total = ops.count()
     done = F.struct(F.col("ct").alias("ct"), F.col("op").alias("op"))

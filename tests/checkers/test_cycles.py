@@ -348,16 +348,17 @@ def test_cover_and_trim_shortcuts_keep_exactly_the_sweeps_edges(spark, monkeypat
 
 
 def _random_ops(seed: int, count: int = 120):
-    """Ops of a few processes with clashing times, some never completed, some of two nodes."""
+    """Ops of a few processes with clashing times, some never completed, some `info`, some of two nodes."""
     rng = random.Random(seed)
     rows, clock = [], {}
     for op in range(1, count + 1):
         process = str(rng.randrange(5))
         invoke = max(clock.get(process, 0), rng.randrange(0, 40)) + rng.randrange(0, 3)
         complete = None if rng.random() < 0.1 else invoke + rng.randrange(0, 6)
+        outcome = "info" if complete is None or rng.random() < 0.1 else "ok"
         clock[process] = (complete if complete is not None else invoke) + 1
         for sub in range(1 + (rng.random() < 0.3)):
-            rows.append((op * cycles.NODE_SHIFT + sub, op, process, invoke, complete))
+            rows.append((op * cycles.NODE_SHIFT + sub, op, process, outcome, invoke, complete))
     return rows
 
 
@@ -365,13 +366,32 @@ def _random_ops(seed: int, count: int = 120):
 def test_realtime_edges_in_spark_are_the_drivers(spark, seed):
     """The one-sweep Spark reduction gives exactly the driver's edges, ties and open ops included."""
     rows = _random_ops(seed)
-    nodes = spark.createDataFrame(rows, "node long, op long, process string, invoke_time long, complete_time long")
+    nodes = spark.createDataFrame(rows, "node long, op long, process string, type string, invoke_time long, "
+                                        "complete_time long")
     in_spark = sorted({tuple(r) for r in cycles._realtime_edges(nodes, cycles._ports(nodes))
                        .select("src", "dst", "kind").collect()})
-    info = {op: {"op": op, "process": p, "invoke_time": i, "complete_time": c} for _, op, p, i, c in rows}
+    info = {op: {"op": op, "process": p, "type": kind, "invoke_time": i, "complete_time": c}
+            for _, op, p, kind, i, c in rows}
     nodes_of: dict = {}
     for node, op, *_ in rows:
         nodes_of.setdefault(op, set()).add(node)
     ports, _ = cycles._driver_ports(nodes_of)
     on_driver = sorted({(a, b, kind) for a, b, kind, _ in cycles._driver_realtime_edges(info, ports)})
     assert in_spark == on_driver and len(on_driver) > 50
+
+
+def g0_realtime_after_info(k, p, outcome):
+    """A send of k ends `outcome` (info: timed out, no offset), then another process sends k;
+    a reader finds the later op's record first and A's after it."""
+    first = (op(p, "send", [send(k, 1)], type="info", error="_MSG_TIMED_OUT") if outcome == "info"
+             else op(p, "send", [send(k, 1, 1)]))
+    return first + op(p + 1, "send", [send(k, 2, 0)]) + op(p + 2, "poll", [poll(k, 0, 2), poll(k, 1, 1)])
+
+
+@pytest.mark.parametrize("driver_limit", [cycles.DRIVER_LIMIT, 0])
+def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path, driver_limit):
+    """A timed-out send may still land after later ops (the demo's false G0-realtime); an `ok` one may not."""
+    rows, _ = run(spark, tmp_path / "info", {"info": g0_realtime_after_info(20, 100, "info")}, driver_limit=driver_limit)
+    assert rows == []
+    rows, _ = run(spark, tmp_path / "ok", {"ok": g0_realtime_after_info(20, 100, "ok")}, driver_limit=driver_limit)
+    assert {row["name"] for row in rows} == {"G0-realtime"}
