@@ -12,6 +12,7 @@ import json
 from pyspark.sql import functions as F
 
 from checkers.load import Tables
+from harness.netns import NETEM_EMULATED
 
 # start f -> heal f
 HEALS = {
@@ -75,7 +76,7 @@ def label(f: str, value) -> str:
         text += f": {value['netem']}"
         how = value.get("applied_by")
         # The emulation's timing is close to the qdisc's, not equal: say so.
-        if isinstance(how, dict) and how and all("emulation" in str(v) for v in how.values()):
+        if isinstance(how, dict) and how and set(how.values()) == {NETEM_EMULATED}:
             text += " (emulated)"
     return text.strip()
 

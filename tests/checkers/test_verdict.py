@@ -9,6 +9,7 @@ import pytest
 from checker_histories import History, base_test, poll, send
 from checkers import allowed, nemesis_windows
 from checkers.check import check_dir, verdict
+from harness.netns import NETEM_EMULATED
 
 
 @pytest.mark.parametrize("name, changes, why", [
@@ -90,7 +91,7 @@ def test_netem_window_says_what_was_applied_and_whether_emulated():
             "value": {"nodes": ["n1"], "netem": "loss 20%", "applied_by": {"n1": "tc netem qdisc"}}},
            {"op": 3, "f": "stop-netem", "value": {"nodes": ["n1"]}, "time": 200},
            {"op": 5, "f": "start-netem", "time": 300,
-            "value": {"nodes": ["n2"], "netem": "delay 200ms", "applied_by": {"n2": "userspace emulation (NFQUEUE)"}}}]
+            "value": {"nodes": ["n2"], "netem": "delay 200ms", "applied_by": {"n2": NETEM_EMULATED}}}]
     labels = [w["label"] for w in nemesis_windows.windows(ops)]
     assert labels == ["netem n1: loss 20%", "netem n2: delay 200ms (emulated)"]
 
