@@ -12,7 +12,7 @@ import json
 from pyspark.sql import functions as F
 
 from checkers.load import Tables
-from harness.netns import NETEM_EMULATED
+from harness.netfaults import NETEM_EMULATED
 
 # start f -> heal f
 HEALS = {

@@ -4,12 +4,18 @@ Each start is an `invoke` saying what the schedule asked for, then an
 `info` completion saying what was actually done (resolved roles, nodes,
 grudges); the heal is another such pair. The ledger entry is written before
 the fault touches anything.
+
+Every value follows one schema (docs/HISTORY.md): `nodes`, the node names
+the fault acts on or heals (a list, maybe empty), and `clients`, the history
+process ids of the clients it acts on, where it acts on clients; the rest
+(shape, grudge, role, profile, ...) describes the fault.
 """
 
 from __future__ import annotations
 
 import random
 
+from harness.procfs import identity
 from nemesis import kill, netem, partitions, pause
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
@@ -20,15 +26,24 @@ START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "ne
 STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem"}
 
 
+def fault_value(nodes, clients=(), **fields) -> dict:
+    """A nemesis value in the history's schema: nodes (and clients) first."""
+    value: dict = {"nodes": list(nodes)}
+    if clients:
+        value["clients"] = list(clients)
+    value.update(fields)
+    return value
+
+
 class Nemesis:
     """Applies steps to the lab and records them through ctx.record."""
 
-    def __init__(self, ctx, admin, ledger: Ledger, rng: random.Random):
+    def __init__(self, ctx, ledger: Ledger, rng: random.Random):
         self.ctx = ctx
         self.lab = ctx.lab
         self.ledger = ledger
         self.rng = rng
-        self.resolver = TargetResolver(ctx.lab, admin, ctx, rng)
+        self.resolver = TargetResolver(ctx.lab, ctx, rng)
 
     def _record(self, type_: str, f: str, value: dict, error: str | None = None) -> dict:
         event = {"process": "nemesis", "type": type_, "f": f, "value": value}
@@ -40,18 +55,18 @@ class Nemesis:
         """Applies one step; returns its ledger entry (to heal later), or
         None when nothing was applied (the role did not exist)."""
         f = START_F[step.fault]
-        self._record("invoke", f, step.intent())
+        self._record("invoke", f, fault_value([], **step.intent()))
         entry = None
         try:
-            target = self.resolver.resolve(step.target, need_netns=(step.fault == "partition"))
+            target = self.resolver.resolve(step.target, need_place=(step.fault == "partition"))
             entry, value = getattr(self, "_" + step.fault)(step, target)
         except TargetUnavailable as why:
-            self._record("info", f, {"skipped": str(why), "target": step.target})
+            self._record("info", f, fault_value([], skipped=str(why), target=step.target))
             return None
         except Exception as error:
             # partly applied: the entry is in the ledger and gets healed
-            self._record("info", f, {"failed": str(error), "target": step.target},
-                         error=type(error).__name__)
+            self._record("info", f, fault_value((entry or {}).get("nodes", []), failed=str(error),
+                                                target=step.target), error=type(error).__name__)
             return entry
         self._record("info", f, value)
         return entry
@@ -59,13 +74,16 @@ class Nemesis:
     def stop(self, entry: dict) -> dict:
         """Heals one applied fault and records it."""
         f = STOP_F[entry["fault"]]
-        self._record("invoke", f, {"nodes": entry.get("nodes", []), "role": entry.get("role")})
+        clients = [c["process"] for c in entry.get("clients", []) if "process" in c]
+        self._record("invoke", f, fault_value(entry.get("nodes", []), clients, role=entry.get("role")))
         try:
-            value = heal_entry(self.lab, entry)
+            done = heal_entry(self.lab, entry)
         except Exception as error:
-            self._record("info", f, {"failed": str(error)}, error=type(error).__name__)
+            self._record("info", f, fault_value(entry.get("nodes", []), clients, failed=str(error)),
+                         error=type(error).__name__)
             raise
         self.ledger.remove(entry["id"])
+        value = fault_value(entry.get("nodes", []), clients, **done)
         self._record("info", f, value)
         return value
 
@@ -76,19 +94,19 @@ class Nemesis:
         shape = step.shape or "isolate"
         if shape.startswith("client"):
             client = target.clients[0]
-            ips = partitions.namespace_ips(client.netns)
-            if not ips:
-                raise TargetUnavailable(f"client namespace {client.netns!r} has no address")
+            place = self.lab.client_place(client.place)
             both = shape == "client"
-            entry = self.ledger.add({"fault": "partition", "nodes": names, "role": target.role})
-            partitions.cut_client(self.lab, ips, names, both_ways=both)
-            value = dict(target.value(), shape=shape, client_ips=ips, cut_from=names,
-                         direction="both" if both else "client->nodes")
+            entry = self.ledger.add({"fault": "partition", "nodes": [], "places": [place.name],
+                                     "clients": [{"process": client.process}], "role": target.role})
+            partitions.cut_client(self.lab, place, names, both_ways=both)
+            value = fault_value([], [client.process], role=target.role, shape=shape,
+                                client_address=place.address, cut_from=names,
+                                direction="both" if both else "client->nodes")
             return entry, value
         part = self._shape(shape, names, target)
         entry = self.ledger.add({"fault": "partition", "nodes": part.nodes(), "role": target.role})
         partitions.apply_grudge(self.lab, part.grudge)
-        return entry, dict(part.value(), role=target.role)
+        return entry, fault_value(part.nodes(), **part.value(), role=target.role)
 
     def _shape(self, shape: str, names: list[str], target: Target) -> partitions.Partition:
         if shape == "isolate":
@@ -112,22 +130,26 @@ class Nemesis:
         raise ValueError(f"unknown partition shape {shape!r}")
 
     def _pause(self, step: Step, target: Target):
-        idents = [i for i in (pause.identity(c.pid) for c in target.clients) if i]
+        idents = [dict(i, process=c.process) for c in target.clients
+                  if (i := identity(c.pid)) is not None]
         if target.clients and not idents:
             raise TargetUnavailable("the client process exited before it could be paused")
         entry = self.ledger.add({"fault": "pause", "nodes": list(target.nodes),
                                  "clients": idents, "role": target.role})
-        value = dict(target.value(), paused=pause.pause_nodes(self.lab, target.nodes))
+        paused = pause.pause_nodes(self.lab, target.nodes)
+        fields = {"role": target.role, "paused": paused}
         if idents:
-            value["paused_clients"] = [i["pid"] for i in idents if pause.pause_client(i)]
-        return entry, value
+            done = [i for i in idents if pause.pause_client(i)]
+            fields["paused_clients"] = [i["process"] for i in done]
+            fields["client_pids"] = [i["pid"] for i in done]
+        return entry, fault_value(target.nodes, [i["process"] for i in idents], **fields)
 
     def _kill(self, step: Step, target: Target):
         entry = self.ledger.add({"fault": "kill", "nodes": list(target.nodes), "role": target.role})
-        return entry, dict(target.value(), killed=kill.kill_nodes(self.lab, target.nodes))
+        return entry, fault_value(target.nodes, role=target.role, killed=kill.kill_nodes(self.lab, target.nodes))
 
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]
         entry = self.ledger.add({"fault": "netem", "nodes": list(target.nodes), "role": target.role})
         applied_by = netem.apply(self.lab, target.nodes, profile)
-        return entry, dict(target.value(), **profile.value(), applied_by=applied_by)
+        return entry, fault_value(target.nodes, role=target.role, **profile.value(), applied_by=applied_by)

@@ -21,10 +21,18 @@ def heal_entry(lab, entry: dict) -> dict:
     if fault == "partition":
         for name in nodes:
             lab.node(name).heal_network()
-        return {"healed": nodes}
+        out = {"healed": nodes}
+        if entry.get("places"):
+            out["healed_places"] = []
+            for name in entry["places"]:
+                place = lab.client_place(name, create=False)
+                if place is not None:      # gone already: nothing left to heal
+                    lab.place_node(place).heal_network()
+                    out["healed_places"].append(name)
+        return out
     if fault == "pause":
         resumed = pause.resume_nodes(lab, nodes)
-        clients = [c["pid"] for c in entry.get("clients", []) if pause.resume_client(c)]
+        clients = [c.get("process") for c in entry.get("clients", []) if pause.resume_client(c)]
         out: dict = {"resumed": resumed}
         if entry.get("clients"):
             out["resumed_clients"] = clients
@@ -68,7 +76,7 @@ def release_clients(lab_name: str) -> list[int]:
     resumed = []
     for entry in ledger.entries():
         for client in entry.get("clients", []):
-            if pause.resume_client(client):
+            if "pid" in client and pause.resume_client(client):
                 resumed.append(client["pid"])
     ledger.clear()
     return resumed

@@ -2,19 +2,19 @@
 
 `gregor run` starts it before the main phase and calls stop() from its
 `finally`; stop() heals every fault still in force and records the heals.
-SIGTERM is turned into SystemExit so that `finally` runs for it too (Ctrl-C
-already raises KeyboardInterrupt); a crash is covered by the ledger.
+Where nobody handles SIGTERM yet, it unwinds like Ctrl-C so that `finally`
+runs for it too; a crash is covered by the ledger.
 """
 
 from __future__ import annotations
 
 import atexit
 import random
-import signal
 import threading
 from collections import Counter
 
 from harness.errors import GregorError
+from harness.signals import unwind_on_sigterm
 from nemesis import netem
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
@@ -24,7 +24,7 @@ from nemesis.targets import parse_target
 
 class NemesisRunner:
     def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
-                 admin=None, progress=None):
+                 progress=None):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -38,14 +38,13 @@ class NemesisRunner:
         self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
         self.seed = seed
         self.progress = progress or (lambda message: None)
-        self._admin = admin
         self._nemesis: Nemesis | None = None
         self._ledger = Ledger.for_lab(ctx.lab.name)
         self._stop = threading.Event()
         self._lock = threading.Lock()   # one apply or heal at a time
         self._active: dict[str, dict] = {}
         self._thread: threading.Thread | None = None
-        self._old_sigterm = None
+        self._restore_sigterm = lambda: None
         self._stopped = False
         self._log: list[dict] = []
         self._counts: Counter = Counter()
@@ -61,7 +60,7 @@ class NemesisRunner:
         """Starts the schedule in a background thread (nothing for `none`)."""
         if not self.faults or self._thread:
             return
-        self._install_sigterm()
+        self._restore_sigterm = unwind_on_sigterm()
         atexit.register(self.stop)
         self._thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
         self._thread.start()
@@ -136,33 +135,9 @@ class NemesisRunner:
 
     def nemesis(self) -> Nemesis:
         if self._nemesis is None:
-            admin = self._admin
-            if admin is None:
-                from harness.kafka_admin import KafkaAdmin
-
-                admin = KafkaAdmin(self.ctx.lab.bootstrap_servers)
-            self._nemesis = Nemesis(self.ctx, admin, self._ledger,
-                                    random.Random(f"nemesis-targets:{self.seed}"))
+            self._nemesis = Nemesis(self.ctx, self._ledger, random.Random(f"nemesis-targets:{self.seed}"))
         return self._nemesis
 
     def _now(self):
         now = getattr(self.ctx, "now_ns", None)
         return now() if now else None
-
-    def _install_sigterm(self) -> None:
-        """Only where nobody handles SIGTERM yet: `gregor run` has its own
-        handler (it turns SIGTERM into an interrupt that reaches stop())."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-
-        def terminate(signum, frame):
-            raise SystemExit(128 + signum)
-
-        self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
-
-    def _restore_sigterm(self) -> None:
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            self._old_sigterm = None

@@ -10,12 +10,12 @@ anomaly is never recomputed here. Missing fields render as a note.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
+from harness.atomic import write_atomic
 from reports import svg
 from reports.explain import explain
 from reports.markup import esc, fmt_num
@@ -34,9 +34,7 @@ def write_report(run_dir, progress=None) -> Path:
     run = load_run(run_dir)
     page = render(run)
     path = run.directory / "report.html"
-    tmp = path.with_name(".report.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, page)
     if progress:
         progress(f"report: wrote {path} ({len(page) / 1e6:.1f} MB, {time.monotonic() - started:.1f} s)")
     return path
@@ -224,10 +222,23 @@ def banner(run: Run) -> str:
 
 
 def _node_label(node) -> str:
-    """A node of test.json: a name, or {"name", "ip", ...} as `gregor run` writes it."""
+    """A node of test.json: a name, or {"name", "address"} as `gregor run` writes it
+    ({"name", "ip"} in runs before the backends)."""
     if isinstance(node, dict):
-        return " ".join(str(node[k]) for k in ("name", "ip") if node.get(k) is not None) or str(node)
+        return " ".join(str(node[k]) for k in ("name", "address", "ip") if node.get(k) is not None) or str(node)
     return str(node)
+
+
+def _setup_extra(run: Run) -> list[tuple[str, object]]:
+    """What test.json's "setup" (the lab's own description) adds: the backend,
+    and the system's storage and topology where it says them."""
+    setup = run.test.get("setup") if isinstance(run.test.get("setup"), dict) else {}
+    rows = [("backend", setup.get("backend") or run.test.get("backend"))]
+    for key, label in (("storage", "storage"), ("controllers", "controllers"),
+                       ("transaction.version", "transaction protocol")):
+        if setup.get(key) is not None:
+            rows.append((label, setup[key]))
+    return rows
 
 
 def setup_section(run: Run) -> str:
@@ -244,6 +255,7 @@ def setup_section(run: Run) -> str:
     duration = duration_s(run)
     rows = [
         ("system", " ".join(str(x) for x in (run.test.get("system"), run.test.get("version")) if x) or None),
+        *_setup_extra(run),
         ("nodes", nodes),
         ("workload", run.test.get("workload")),
         ("acks", _setting(run, "acks", "client")),

@@ -29,10 +29,10 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 
+from harness.paths import clients_dir
+from harness.procfs import proc_stat
 from workloads.context import ClientInfo
 
-REGISTRY_ROOT = "/run/gregor-clients"
-CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 
 
@@ -55,7 +55,7 @@ class ClientSpec:
     generation: int = 0
     txn_id: str | None = None
     group: str | None = None
-    netns: str | None = None
+    place: object = None        # harness.protocols.ClientPlace: a network place of its own
     extra: dict = field(default_factory=dict)
     log_path: str | None = None   # where the client's stderr (librdkafka's log) goes
 
@@ -157,17 +157,6 @@ class Client:
         """Closes Kafka clients."""
 
 
-def _enter_netns(name: str) -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
 def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -186,8 +175,8 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
     link = Link(conn, spec)
     client = None
     try:
-        if spec.netns:
-            _enter_netns(spec.netns)
+        if spec.place is not None:
+            spec.place.enter()
         module = importlib.import_module(spec.module)
         client = module.make_client(spec, link)
         started = False
@@ -232,25 +221,21 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
 # -- the controller side ---------------------------------------------------------
 
 def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    stat = proc_stat(pid)
+    return str(stat[1]) if stat else None
 
 
 def registry_dir(lab_name: str) -> str:
-    return os.path.join(os.environ.get("GREGOR_CLIENTS_DIR", REGISTRY_ROOT), lab_name)
+    return str(clients_dir(lab_name))
 
 
-def kill_leftover_clients(lab_name: str | None = None, progress=None) -> int:
+def kill_leftover_clients(lab_name: str, progress=None) -> int:
     """SIGKILLs client processes a crashed run of this lab left (paused or not).
 
     For `gregor run` (before it starts) and `gregor lab down`. A registry
     entry whose pid now belongs to another process (other start time) is
     only forgotten.
     """
-    lab_name = lab_name or os.environ.get("GREGOR_LAB") or "gregor"
     directory = registry_dir(lab_name)
     killed = 0
     if not os.path.isdir(directory):
@@ -344,7 +329,8 @@ class ClientPool:
     def infos(self) -> list[ClientInfo]:
         with self.lock:
             return [ClientInfo(process=l.process, pid=l.proc.pid, role=l.spec.role,
-                               txn_id=l.spec.txn_id, group=l.spec.group, netns=l.spec.netns)
+                               txn_id=l.spec.txn_id, group=l.spec.group,
+                               place=l.spec.place.name if l.spec.place is not None else None)
                     for l in self.live.values() if not l.done]
 
     def alive(self) -> int:

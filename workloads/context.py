@@ -16,7 +16,7 @@ class ClientInfo:
     role: str           # "producer", "consumer", "txn", "zombie", "copier", "verifier", ...
     txn_id: str | None
     group: str | None
-    netns: str | None   # the client's own namespace, if it has one
+    place: str | None   # the name of the client's own place (lab.client_place), if it has one
 
 
 class RunContext:

@@ -59,10 +59,11 @@ def test_instances_show_ops_with_process_times_and_outcome(invalid_run):
 def test_setup_lists_the_settings_that_decide_guarantees(invalid_run):
     page = page_of(invalid_run)
     setup = page[page.index('id="setup"'):page.index('id="summary"')]
-    for label in ("acks", "enable.idempotence", "isolation.level", "min.insync.replicas",
+    for label in ("backend", "storage", "acks", "enable.idempotence", "isolation.level", "min.insync.replicas",
                   "unclean leader election", "auto commit", "faults", "duration", "seed"):
         assert f'<div class="k">{label}</div>' in setup
     assert "kafka 3.9.1" in setup and "kill, partition" in setup
+    assert '<div class="k">backend</div><div class="v">docker</div>' in setup
 
 
 def test_each_anomalous_partition_has_a_log_picture(invalid_run):

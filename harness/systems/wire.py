@@ -1,9 +1,10 @@
-"""Two Kafka protocol requests the Python client lacks, spoken directly.
+"""Kafka protocol requests the Python client lacks, spoken directly.
 
-confluent-kafka's metadata names a random broker as "controller" under KRaft
-and cannot look up a transaction coordinator, so for those two questions we
-send DescribeQuorum (to learn the active controller, the Raft leader of
-__cluster_metadata) and FindCoordinator over a plain socket.
+confluent-kafka's metadata names a random broker as "controller" under KRaft,
+cannot look up a transaction coordinator and never asks one broker alone,
+so for those questions we send DescribeQuorum (the active controller, the
+Raft leader of __cluster_metadata), FindCoordinator and Metadata over a
+plain socket. Every Kafka-compatible system answers these the same way.
 """
 
 from __future__ import annotations
@@ -132,12 +133,13 @@ def _int32_array(buf: io.BytesIO) -> list[int]:
     return [_read(buf, ">i") for _ in range(max(count, 0))]
 
 
-def metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dict[str, dict]:
-    """One broker's own view of `topics` (Metadata v4), asked of that broker alone.
+def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dict:
+    """One broker's own view of the cluster and of `topics` (Metadata v4).
 
-    {topic: {"error": code, "partitions": {pid: {"leader", "replicas", "isr"}}}}.
+    {"brokers": {id: [host, port]}, "cluster_id": str, "topics": {topic:
+    {"error": code, "partitions": {pid: {"leader", "replicas", "isr"}}}}}.
     Brokers learn metadata at different moments; asking each one directly is
-    how `wait_healthy` knows that every broker agrees, not just one of them.
+    how a health check knows that every broker agrees, not just one of them.
     """
     body = struct.pack(">i", len(topics))
     for topic in topics:
@@ -146,9 +148,11 @@ def metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dic
     body += struct.pack(">b", 0)  # never auto-create
     data = _exchange(host, port, METADATA, 4, body, flexible=False, timeout=timeout)
     _read(data, ">i")  # throttle time
-    for _ in range(_read(data, ">i")):  # brokers
-        _read(data, ">i"), _string(data), _read(data, ">i"), _string(data)
-    _string(data)      # cluster id
+    brokers = {}
+    for _ in range(_read(data, ">i")):
+        broker_id, broker_host, broker_port, _rack = _read(data, ">i"), _string(data), _read(data, ">i"), _string(data)
+        brokers[broker_id] = [broker_host, broker_port]
+    cluster_id = _string(data)
     _read(data, ">i")  # controller id (a random broker under KRaft)
     result: dict[str, dict] = {}
     for _ in range(_read(data, ">i")):
@@ -164,4 +168,9 @@ def metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dic
             isr = _int32_array(data)
             partitions[index] = {"leader": leader, "replicas": replicas, "isr": isr}
         result[name] = {"error": error, "partitions": dict(sorted(partitions.items()))}
-    return result
+    return {"brokers": brokers, "cluster_id": cluster_id, "topics": result}
+
+
+def metadata(host: str, port: int, topics: list[str], timeout: float = 5) -> dict[str, dict]:
+    """{topic: {"error", "partitions"}} of one broker's own view (see cluster_metadata)."""
+    return cluster_metadata(host, port, topics, timeout)["topics"]

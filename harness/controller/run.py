@@ -11,13 +11,15 @@ from __future__ import annotations
 import importlib
 import os
 import resource
-import signal
 import sys
 import threading
 import time
 from importlib import metadata
 
 from harness.errors import GregorError
+from harness.lab import Lab
+from harness.signals import sigterm_as_interrupt
+from nemesis.ledger import Ledger
 from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
@@ -78,20 +80,24 @@ def versions() -> dict:
     return found
 
 
-def open_lab(cfg: dict):
-    from harness.lab import Lab
+def open_lab(cfg: dict) -> Lab:
+    """The lab the run asks for: the running one of that name if it matches, else a new one."""
     try:
-        lab = Lab.attach(cfg["lab"])
+        lab = Lab.attach(cfg["lab"], backend=cfg["backend"])
     except GregorError:
         lab = None
     if lab is not None:
-        if len(lab.nodes) != cfg["nodes"] or lab.version != cfg["version"]:
+        have = (lab.backend.name, lab.system.name, len(lab.nodes), lab.version)
+        want = (cfg["backend"], cfg["system"], cfg["nodes"], cfg["version"] or lab.version)
+        if have != want:
             raise GregorError(
-                f"lab {cfg['lab']!r} is up with {len(lab.nodes)} nodes / Kafka {lab.version}, not "
-                f"{cfg['nodes']} / {cfg['version']}; run: gregor lab down --lab {cfg['lab']}")
-        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, Kafka {lab.version})")
+                f"lab {lab.name!r} is up with {have[2]} nodes of {have[1]} {have[3]} on the {have[0]} backend, "
+                f"not {want[2]} of {want[1]} {want[3]} on {want[0]}; run: gregor lab down --lab {lab.name}")
+        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
+            f"{lab.backend.name} backend)")
         return lab
-    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say)
+    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
+                  backend=cfg["backend"], system=cfg["system"])
 
 
 def heal_before(lab) -> None:
@@ -120,9 +126,7 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
         txn_id = None
         if layout.get("txn"):
             txn_id = f"gregor-{run_id}-{layout.get('txn_id_suffix', f'txn-{slot}')}"
-        netns = None
-        if cfg["client_netns"]:
-            netns = lab.client_namespace(f"c{slot}").namespace
+        place = lab.client_place(f"c{slot}") if cfg["client_netns"] else None
         specs.append(ClientSpec(
             slot=slot, process=slot, role=layout["role"], module=module.__name__, stride=n,
             seed=cfg["seed"], keys=list(layout["keys"]), key_map=keys, bootstrap=bootstrap,
@@ -132,7 +136,7 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
             txn_id=txn_id,
             group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
                                                    ("consumer", "txn", "member"))) else None,
-            netns=netns, extra=dict(layout.get("extra", {})),
+            place=place, extra=dict(layout.get("extra", {})),
             log_path=os.path.join(log_dir, f"client-{slot}.log") if log_dir else None))
     return specs
 
@@ -218,8 +222,10 @@ def run(cfg: dict) -> int:
     say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
 
     transactional = cfg["workload"] in ("txn", "zombie", "eos")
+    setup = lab.describe()
     test = {
-        "name": cfg["name"], "system": "kafka", "version": lab.version,
+        "name": cfg["name"], "system": setup["system"], "version": lab.version,
+        "backend": setup["backend"], "setup": setup,
         "workload": cfg["workload"], "seed": cfg["seed"], "concurrency": cfg["concurrency"],
         "keys": keys,
         "client": {"acks": cfg["acks"] if not transactional else "all",
@@ -237,7 +243,7 @@ def run(cfg: dict) -> int:
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
         "start_wall_s": start_wall,
         "lab": lab.name,
-        "nodes": [{"name": n.name, "ip": n.ip, "broker_id": n.broker_id} for n in lab.nodes],
+        "nodes": [{"name": n.name, "address": n.address} for n in lab.nodes],
         "broker_config": dict(lab.broker_config),
         "versions": versions(),
         "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"],
@@ -258,41 +264,41 @@ def run(cfg: dict) -> int:
                         deadline, os.path.basename(run_dir), lab,
                         log_dir=os.path.join(run_dir, "clients"))
     os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
-    faults = ClientFaults(pool, ctx.record)
+    faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name))
     conductors = conductors_for(cfg, specs, faults, pool, deadline)
     runner = None
     interrupted = False
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0 = time.monotonic()
-    try:
-        for spec in specs:
-            pool.spawn(spec)
-        if cfg["nemesis"]:
-            from nemesis.runner import NemesisRunner
-            runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
-                                   targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
-            runner.start()
-        for conductor in conductors:
-            conductor.start()
-        say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
-        next_report = time.monotonic() + PROGRESS_EVERY_S
-        while time.monotonic() < deadline and pool.alive():
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-            if time.monotonic() >= next_report:
-                say(progress.line(time.monotonic() - wall0, pool.alive()))
-                next_report += PROGRESS_EVERY_S
-    except KeyboardInterrupt:
-        interrupted = True
-        say("interrupted: stopping clients and healing")
-    finally:
-        for conductor in conductors:
-            conductor.stop()
-        if runner is not None:
-            runner.stop()
-        pool.stop_all()
-        signal.signal(signal.SIGTERM, old_term)
-        remove_client_namespaces(lab, specs)
+    with sigterm_as_interrupt():
+        try:
+            for spec in specs:
+                pool.spawn(spec)
+            if cfg["nemesis"]:
+                from nemesis.runner import NemesisRunner
+                runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
+                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
+                runner.start()
+            for conductor in conductors:
+                conductor.start()
+            say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
+            next_report = time.monotonic() + PROGRESS_EVERY_S
+            while time.monotonic() < deadline and pool.alive():
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                if time.monotonic() >= next_report:
+                    say(progress.line(time.monotonic() - wall0, pool.alive()))
+                    next_report += PROGRESS_EVERY_S
+        except KeyboardInterrupt:
+            interrupted = True
+            say("interrupted: stopping clients and healing")
+        finally:
+            for conductor in conductors:
+                conductor.stop()
+            if runner is not None:
+                runner.stop()
+            pool.stop_all()
+            remove_client_places(lab, specs)
+            lab.collect(run_dir)
     main_wall = time.monotonic() - wall0
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
@@ -323,24 +329,19 @@ def run(cfg: dict) -> int:
     if interrupted:
         return 130
     if cfg["check"]:
-        verdict = check_and_report(run_dir)
-        if verdict == "invalid":
-            return 1        # as Jepsen: a run that found bad anomalies fails
+        from checkers.cli import EXIT_CODES
+        return EXIT_CODES[check_and_report(run_dir)]   # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
 
 
-def remove_client_namespaces(lab, specs) -> None:
-    """The namespaces --client-netns made (the lab's heal_all would too)."""
+def remove_client_places(lab, specs) -> None:
+    """The client places --client-netns made (the lab's heal_all would too)."""
     for spec in specs:
-        if spec.netns:
+        if spec.place is not None:
             try:
-                lab.remove_client_namespace(f"c{spec.slot}")
+                lab.remove_client_place(spec.place.name)
             except Exception as error:   # never mask the run's own outcome
-                say(f"could not remove client namespace {spec.netns}: {error}")
-
-
-def _raise_interrupt(_signum, _frame):
-    raise KeyboardInterrupt
+                say(f"could not remove client place {spec.place.name}: {error}")
 
 
 def check_and_report(run_dir: str) -> str | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
+from harness import registry
+from harness.controller.lab_options import add_lab_arguments
 from harness.errors import GregorError
+from harness.lab import lab_name
 from nemesis.options import add_nemesis_arguments
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
@@ -17,8 +19,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run", help="run a workload against the lab and record its history",
         description="Bring up (or reuse) the lab, run a workload with faults, drain, "
-                    "write store/<test>/<start-time>/ and check it. Exit status: 0 valid or "
-                    "unknown (or --no-check), 1 invalid, 2 bad parameters, 130 interrupted.")
+                    "write store/<test>/<start-time>/ and check it. Exit status: 0 valid (or "
+                    "--no-check), 1 invalid, 3 unknown, 2 bad parameters, 130 interrupted.")
     add_arguments(parser)
     parser.set_defaults(func=main)
 
@@ -36,8 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--topics", default=None, help="number of topics (default: as many as the keys need)")
     add("--batch", default="1", help="sends per producer op (default 1)")
     add("--nodes", default="3", help="brokers in the lab (default 3)")
-    add("--version", default="3.9.1", help="Kafka version (default 3.9.1)")
-    add("--lab", default=None, help="lab name (default $GREGOR_LAB or gregor)")
+    add_lab_arguments(parser)
     add("--store", default="store", help="store directory (default ./store)")
     add("--name", default=None, help="test name (default kafka-<workload>)")
     add("--drain-time-limit", default="60", help="seconds the final drain may take")
@@ -91,9 +92,18 @@ def nemesis_faults(args) -> list[str]:
     return [] if faults in ([], ["none"]) else faults
 
 
+def check_faults_possible(backend: str, faults: list[str]) -> None:
+    """A fault the backend cannot perform is refused before anything starts."""
+    can = registry.backend(backend).faults
+    cannot = [fault for fault in faults if fault not in can]
+    if cannot:
+        raise GregorError(f"the {backend} backend cannot inject {cannot[0]} faults; it can do: "
+                          f"{', '.join(sorted(can)) or 'none'} (change --nemesis)")
+
+
 def validate(args) -> dict:
     """Every parameter checked; a dict of clean values. Raises GregorError."""
-    from workloads.run import workload_module
+    from harness.controller.run import workload_module
     if args.workload not in WORKLOADS:
         raise GregorError(f"unknown workload {args.workload!r}; choose one of "
                           + ", ".join(WORKLOADS))
@@ -115,7 +125,9 @@ def validate(args) -> dict:
         "min_insync": (None if args.min_insync_replicas is None
                        else _int(args, "min-insync-replicas", 1)),
         "version": args.version,
-        "lab": args.lab or os.environ.get("GREGOR_LAB") or "gregor",
+        "backend": args.backend,
+        "system": args.system,
+        "lab": lab_name(args.lab, args.backend),
         "store": args.store,
         "acks": "all" if args.acks == "-1" else args.acks,
         "idempotence": args.idempotence == "true",
@@ -159,11 +171,12 @@ def validate(args) -> dict:
                           f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys")
     cfg["topics"] = None if args.topics is None else int(args.topics)
     cfg["nemesis_interval"] = _float(args, "nemesis-interval") if cfg["nemesis"] else None
+    check_faults_possible(args.backend, cfg["nemesis"])
     targets = getattr(args, "nemesis_targets", None)
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
     cfg["nemesis_targets"] = targets
-    cfg["name"] = args.name or f"kafka-{args.workload}"
+    cfg["name"] = args.name or f"{args.system}-{args.workload}"
     if not all(c.isalnum() or c in "-_." for c in cfg["name"]):
         raise GregorError(f"--name {cfg['name']!r} may hold only letters, digits, '-', '_' and '.'")
     return cfg
@@ -171,5 +184,5 @@ def validate(args) -> dict:
 
 def main(args) -> int:
     cfg = validate(args)
-    from workloads.run import run
+    from harness.controller.run import run
     return run(cfg)

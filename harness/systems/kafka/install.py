@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.errors import GregorError
+from harness.paths import cache_dir
 
 # 3.9.1 is the default: the last 3.x line (KRaft production-ready, ZooKeeper
 # still optional), the version the seed histories in HISTORY.md were taken
@@ -77,22 +78,17 @@ class KafkaInstall:
         return str(self.libs / "*")
 
     @property
-    def log4j_config(self) -> Path:
-        return self.home / ("log4j2.properties" if self.is_4x else "log4j.properties")
-
-    @property
     def is_4x(self) -> bool:
-        return int(self.version.split(".")[0]) >= 4
+        return is_4x(self.version)
 
-    def log4j_jvm_flag(self) -> str:
-        if self.is_4x:
-            return f"-Dlog4j2.configurationFile={self.log4j_config}"
-        return f"-Dlog4j.configuration=file:{self.log4j_config}"
+
+def is_4x(version: str) -> bool:
+    """4.x logs through log4j2 and has no ZooKeeper at all."""
+    return int(version.split(".")[0]) >= 4
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gregor" / "kafka"
+    return cache_dir() / "kafka"
 
 
 def check_version(version: str) -> str:

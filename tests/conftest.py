@@ -1,0 +1,57 @@
+"""Fixtures shared by every folder: labs kept for the session, one per backend.
+
+The nemesis and workload lab tests are parametrised over the backends that
+backend_params.py lists, so each property is shown on every backend by the
+same test, never by a copy of it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+class LabKeeper:
+    """One lab per backend for the whole session, rebuilt only when a module
+    asks for other broker settings (bringing a lab up takes 5-15 s)."""
+
+    def __init__(self, names: dict[str, str]):
+        self.names = names          # backend -> lab name
+        self.current: dict = {}     # backend -> Lab
+        self.owned: set[str] = set()
+
+    def get(self, backend: str, overrides: dict):
+        from harness.errors import GregorError
+        from harness.lab import Lab
+
+        name = self.names[backend]
+        try:
+            found = self.current.get(backend) or Lab.attach(name, backend=backend)
+            if found.backend.name != backend or found.system.overrides != overrides:
+                raise GregorError("the running lab is another one")
+            found.heal_all()
+            found.wait_healthy(timeout=60)
+        except GregorError:
+            self.current.pop(backend, None)
+            Lab.down(name, progress=lambda _m: None, backend=backend)
+            found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print, backend=backend)
+            self.owned.add(backend)
+        self.current[backend] = found
+        return found
+
+    def close(self):
+        from harness.lab import Lab
+
+        for backend, lab in self.current.items():
+            lab.heal_all()
+            if backend in self.owned and not os.environ.get("GREGOR_KEEP_LAB"):
+                Lab.down(lab.name, progress=lambda _m: None, backend=backend)
+
+
+@pytest.fixture(scope="session")
+def lab_keeper():
+    from backend_params import lab_name
+    keeper = LabKeeper({"local": lab_name("nem"), "docker": lab_name("nemd")})
+    yield keeper
+    keeper.close()
