@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from harness.backends import netns
+from harness.backends.namespace_node import HARNESS_DIR, NamespaceNode
 from harness.errors import GregorError
 from harness.protocols import ClientPlace
 
@@ -44,7 +45,6 @@ class BridgePlaces:
         return place
 
     def place_node(self, lab: str, place: ClientPlace):
-        from harness.backends.local import NamespaceNode
         return NamespaceNode(place.name, place.address, "/tmp", place.handle["netns"])
 
     def remove_client_place(self, lab: str, state: dict, name: str) -> None:
@@ -58,7 +58,6 @@ class BridgePlaces:
 
 def stop_emulators(tag: str, prefix: bool) -> None:
     """Ends this host's netem emulators serving namespace `tag` (or every `tag*`)."""
-    from harness.backends.local import HARNESS_DIR
     subprocess.run([sys.executable, str(HARNESS_DIR / "nfqueue_netem.py"), "--stop", "--tag", tag,
                     *(["--prefix"] if prefix else [])], capture_output=True, timeout=30)
 

@@ -28,7 +28,8 @@ from typing import Sequence
 
 from harness.backends import docker_engine, docker_image, netns
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
-from harness.backends.local import HARNESS_DIR, _copy_tree, copy_path, require_root
+
+from harness.backends.namespace_node import HARNESS_DIR, copy_node_files, copy_path, require_root
 from harness.errors import GregorError
 from harness.node import ExecNode
 from harness.paths import cache_dir, labs_dir
@@ -39,7 +40,6 @@ HOME = "/gregor"
 CACHE = "/opt/gregor-cache"
 TOOLS = "/opt/gregor-tools"
 TOOL_FILES = ("nfqueue_netem.py",)
-
 
 class DockerNode(ExecNode):
     """A node that is a container; every call goes through the Engine API."""
@@ -141,7 +141,6 @@ class DockerNode(ExecNode):
     def tool(self, filename: str) -> list[str]:
         return [self.python, f"{TOOLS}/{filename}"]
 
-
 class DockerBackend(BridgePlaces):
     """Containers through the Docker Engine API."""
 
@@ -206,7 +205,7 @@ class DockerBackend(BridgePlaces):
                            state["cache_root"], self._client) for n in state["nodes"]]
 
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
-        _copy_tree(node.host_home, local_dir, skip={"data"})
+        copy_node_files(node.host_home, local_dir, skip={"data"})
 
     def _ours(self, lab: str):
         return self.client.containers.list(all=True, filters={"label": f"{LABEL}={lab}"})

@@ -18,7 +18,7 @@ import pytest
 
 from harness import netfaults
 from harness.backends import netns
-from harness.backends.local import NamespaceNode
+from harness.backends.namespace_node import NamespaceNode
 from harness.errors import GregorError
 from harness.nfqueue_netem import (NF_ACCEPT, NF_DROP, NFQA_PACKET_HDR, NFQA_PAYLOAD, NFQNL_MSG_PACKET,
                                    NFNL_SUBSYS_QUEUE, NLMSG_ERROR, Emulator, Impairment, _attr, bind_message,

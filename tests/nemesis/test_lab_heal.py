@@ -2,7 +2,6 @@
 SIGKILL of the harness the ledger lets heal_leftovers undo what was left."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
