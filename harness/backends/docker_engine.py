@@ -21,6 +21,7 @@ from harness.errors import GregorError
 from harness.paths import state_dir
 
 SOCKET = "/var/run/docker.sock"
+PIDFILE = Path("/var/run/docker.pid")
 START_TIMEOUT_S = 60
 
 
@@ -62,6 +63,7 @@ def client(progress: Callable[[str], None] = print):
 def _start_dockerd(log: Path) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     enable_forwarding()
+    clear_stale_pidfile()
     with open(log, "ab") as out:
         process = subprocess.Popen(["dockerd", "--host", f"unix://{SOCKET}"], stdin=subprocess.DEVNULL,
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -77,6 +79,31 @@ def _start_dockerd(log: Path) -> None:
         process.kill()
         raise GregorError(f"dockerd did not answer within {START_TIMEOUT_S} s: {why} (log {log})")
     raise GregorError(f"dockerd could not start: {why} (log {log})")
+
+
+def clear_stale_pidfile(pidfile: Path | None = None) -> None:
+    """Removes the pid file of a dockerd that is gone.
+
+    dockerd refuses to start while its pid file names a live process, and
+    after a crash or a machine image snapshot that pid may belong to any
+    other process by now. A pid file whose process is a live dockerd stays:
+    that engine is still starting, or answers elsewhere, and is not ours.
+    """
+    pidfile = pidfile or PIDFILE
+    try:
+        pid = int(pidfile.read_text().strip() or "0")
+    except (OSError, ValueError):
+        pid = 0
+        if not pidfile.exists():
+            return
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip() if pid > 0 else ""
+    except OSError:
+        comm = ""
+    if comm == "dockerd":
+        raise GregorError(f"a dockerd (pid {pid}) runs but does not answer on {SOCKET}; "
+                          f"wait for it, or stop it (kill {pid}) and retry")
+    pidfile.unlink(missing_ok=True)
 
 
 def _last_error(log: Path) -> str:

@@ -100,6 +100,7 @@ def test_dockerd_that_cannot_start_says_why(capsys, monkeypatch, tmp_path):
     fake.chmod(0o755)
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(docker_engine, "SOCKET", str(tmp_path / "no-engine.sock"))
+    monkeypatch.setattr(docker_engine, "PIDFILE", tmp_path / "docker.pid")
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path / "state"))
     assert main(["lab", "up", "--backend", "docker", "--lab", lab_name("dkno")]) == 2
@@ -107,6 +108,18 @@ def test_dockerd_that_cannot_start_says_why(capsys, monkeypatch, tmp_path):
     assert err.strip() == ("gregor: error: dockerd could not start: failed to start daemon: no space left on "
                            f"device (log {tmp_path / 'state' / 'dockerd.log'})")
     assert out.strip() == f"docker: no engine running; starting dockerd (it keeps running; log {tmp_path / 'state' / 'dockerd.log'})"
+
+
+def test_a_stale_pid_file_does_not_stop_dockerd(tmp_path):
+    """A pid file left by a dockerd that is gone, its pid now another process's (here: ours)."""
+    pidfile = tmp_path / "docker.pid"
+    pidfile.write_text(str(os.getpid()))
+    docker_engine.clear_stale_pidfile(pidfile)
+    assert not pidfile.exists()
+    pidfile.write_text("not a pid")
+    docker_engine.clear_stale_pidfile(pidfile)
+    assert not pidfile.exists()
+    docker_engine.clear_stale_pidfile(pidfile)   # none at all: nothing to do
 
 
 def test_an_engine_that_does_not_answer_is_one_line(capsys, monkeypatch):
