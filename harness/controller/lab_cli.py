@@ -39,7 +39,8 @@ def register(subparsers) -> None:
     install = kafka_sub.add_parser("install", help="fetch a Kafka version (cached per version)")
     install.add_argument("--version", default=None, metavar="V",
                          help=f"Apache Kafka version (default {kafka_install.DEFAULT_VERSION})")
-    install.add_argument("--list", action="store_true", help="list known versions and exit")
+    install.add_argument("--list", action="store_true",
+                         help="list the versions Maven Central has (3.8.0 on) and exit")
     install.set_defaults(func=cmd_kafka_install)
 
     demo = subparsers.add_parser(
@@ -109,7 +110,7 @@ def cmd_lab_down(args) -> int:
 
 def cmd_kafka_install(args) -> int:
     if args.list:
-        for version in kafka_install.KNOWN_VERSIONS:
+        for version in kafka_install.maven_versions():
             mark = " (default)" if version == kafka_install.DEFAULT_VERSION else ""
             cached = " installed" if kafka_install.installed(version) else ""
             print(f"{version}{mark}{cached}")
