@@ -35,6 +35,10 @@ def backend(name: str, **options):
     return _load(BACKENDS, name, "backend")(**options)
 
 
+def backend_class(name: str):
+    return _load(BACKENDS, name, "backend")
+
+
 def system_class(name: str):
     return _load(SYSTEMS, name, "system")
 

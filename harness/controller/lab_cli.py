@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.controller.lab_options import add_lab_arguments
+from harness.controller.lab_options import (add_client_config_argument, add_lab_arguments,
+                                           add_system_arguments, client_config, system_options)
 from harness.errors import GregorError
 from harness.signals import sigterm_as_interrupt
 from harness.systems.kafka import config as kafka_config
@@ -17,6 +18,7 @@ def register(subparsers) -> None:
 
     up = lab_sub.add_parser("up", help="start a lab and wait until it is healthy")
     add_lab_arguments(up)
+    add_system_arguments(up)
     up.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
     up.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for every node (repeatable; wins over defaults)")
@@ -27,6 +29,7 @@ def register(subparsers) -> None:
 
     status = lab_sub.add_parser("status", help="nodes, processes, controller and partition leaders")
     add_lab_arguments(status, system=False)
+    add_client_config_argument(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=cmd_lab_status)
 
@@ -42,6 +45,21 @@ def register(subparsers) -> None:
     install.add_argument("--list", action="store_true",
                          help="list the versions Maven Central has (3.8.0 on) and exit")
     install.set_defaults(func=cmd_kafka_install)
+
+    kfake = subparsers.add_parser("kfake", help="franz-go's kfake, built with the Go toolchain")
+    kfake_sub = kfake.add_subparsers(dest="kfake_command", metavar="ACTION", required=True)
+    kfake_build = kfake_sub.add_parser("install", help="build Gregor's kfake server (cached per version)")
+    kfake_build.add_argument("--version", default="latest", metavar="V",
+                             help="kfake module version: a pseudo-version or latest (default)")
+    kfake_build.add_argument("--list", action="store_true", help="list the newest versions on the module proxy")
+    kfake_build.set_defaults(func=cmd_kfake_install)
+
+    tansu = subparsers.add_parser("tansu", help="Tansu, built from crates.io with cargo")
+    tansu_sub = tansu.add_subparsers(dest="tansu_command", metavar="ACTION", required=True)
+    tansu_build = tansu_sub.add_parser("install", help="build Tansu (about 11 minutes on 2 cores, once per version)")
+    tansu_build.add_argument("--version", default=None, metavar="V", help="Tansu version (default 0.6.0)")
+    tansu_build.add_argument("--list", action="store_true", help="list the versions crates.io has")
+    tansu_build.set_defaults(func=cmd_tansu_install)
 
     demo = subparsers.add_parser(
         "demo", help="the main job: a 3-node lab under faults, checked and reported, then torn down")
@@ -61,7 +79,8 @@ def cmd_lab_up(args) -> int:
     overrides = kafka_config.parse_overrides(args.broker_config, args.broker_config_file)
     with sigterm_as_interrupt():
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
-                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system)
+                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
+                     system_options=system_options(args), client_config=client_config(args))
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")
@@ -72,7 +91,7 @@ def cmd_lab_up(args) -> int:
 
 def cmd_lab_status(args) -> int:
     from harness.lab import Lab
-    lab = Lab.attach(args.lab, backend=args.backend)
+    lab = Lab.attach(args.lab, backend=args.backend, client_config=client_config(args))
     status = lab.status()
     if args.json:
         print(json.dumps(status, indent=2, default=str))
@@ -116,6 +135,27 @@ def cmd_kafka_install(args) -> int:
             print(f"{version}{mark}{cached}")
         return 0
     kafka_install.install(args.version, progress=_say)
+    return 0
+
+
+def cmd_kfake_install(args) -> int:
+    from harness.systems.kfake import build
+    if args.list:
+        for version in reversed(build.proxy_versions(build.MODULE)[-8:]):
+            print(f"{version}{' built' if build.installed(version) else ''}")
+        return 0
+    build.build(args.version, progress=_say)
+    return 0
+
+
+def cmd_tansu_install(args) -> int:
+    from harness.systems.tansu import install
+    if args.list:
+        for version in reversed(install.crate_versions()):
+            mark = " (default)" if version == install.DEFAULT_VERSION else ""
+            print(f"{version}{mark}{' installed' if install.installed(version) else ''}")
+        return 0
+    install.install(args.version, progress=_say)
     return 0
 
 
