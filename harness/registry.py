@@ -17,6 +17,7 @@ BACKENDS = {
 }
 SYSTEMS = {
     "kafka": "harness.systems.kafka.system:KafkaSystem",
+    "kfake": "harness.systems.kfake.system:KfakeSystem",
 }
 # A lab name per backend by default, so a local and a docker lab coexist
 # without the user naming either.
