@@ -15,6 +15,7 @@ binary lands in ~/.cache/gregor/kfake/<version>/kfake-server.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -180,10 +182,27 @@ def latest_installed() -> KfakeBuild | None:
     return max(builds, key=lambda b: pseudo_time(b.version), default=None)
 
 
+@contextmanager
+def _lock():
+    """One kfake build at a time on this machine (setup's and a test's, say)."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / ".build.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build(version: str = "latest", progress: Callable[[str], None] = print) -> KfakeBuild:
     """Resolves `version`, builds the server unless that version is cached."""
     if version != "latest" and installed(version) is not None:
         return installed(version)
+    with _lock():
+        return _build(version, progress)
+
+
+def _build(version: str, progress: Callable[[str], None]) -> KfakeBuild:
     with tempfile.TemporaryDirectory(prefix="gregor-kfake-") as work:
         _scratch_module(work)
         try:
