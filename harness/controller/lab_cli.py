@@ -37,29 +37,14 @@ def register(subparsers) -> None:
     add_lab_arguments(down, system=False)
     down.set_defaults(func=cmd_lab_down)
 
-    kafka = subparsers.add_parser("kafka", help="Apache Kafka jars from Maven Central")
-    kafka_sub = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    install = kafka_sub.add_parser("install", help="fetch a Kafka version (cached per version)")
-    install.add_argument("--version", default=None, metavar="V",
-                         help=f"Apache Kafka version (default {kafka_install.DEFAULT_VERSION})")
-    install.add_argument("--list", action="store_true",
-                         help="list the versions Maven Central has (3.8.0 on) and exit")
-    install.set_defaults(func=cmd_kafka_install)
-
-    kfake = subparsers.add_parser("kfake", help="franz-go's kfake, built with the Go toolchain")
-    kfake_sub = kfake.add_subparsers(dest="kfake_command", metavar="ACTION", required=True)
-    kfake_build = kfake_sub.add_parser("install", help="build Gregor's kfake server (cached per version)")
-    kfake_build.add_argument("--version", default="latest", metavar="V",
-                             help="kfake module version: a pseudo-version or latest (default)")
-    kfake_build.add_argument("--list", action="store_true", help="list the newest versions on the module proxy")
-    kfake_build.set_defaults(func=cmd_kfake_install)
-
-    tansu = subparsers.add_parser("tansu", help="Tansu, built from crates.io with cargo")
-    tansu_sub = tansu.add_subparsers(dest="tansu_command", metavar="ACTION", required=True)
-    tansu_build = tansu_sub.add_parser("install", help="build Tansu (about 11 minutes on 2 cores, once per version)")
-    tansu_build.add_argument("--version", default=None, metavar="V", help="Tansu version (default 0.6.0)")
-    tansu_build.add_argument("--list", action="store_true", help="list the versions crates.io has")
-    tansu_build.set_defaults(func=cmd_tansu_install)
+    for system, (what, action, default, listing) in INSTALLERS.items():
+        parser = subparsers.add_parser(system, help=what)
+        actions = parser.add_subparsers(dest=f"{system}_command", metavar="ACTION", required=True)
+        install = actions.add_parser("install", help=action)
+        install.add_argument("--version", default=default, metavar="V",
+                             help=f"the version (default {default or kafka_install.DEFAULT_VERSION})")
+        install.add_argument("--list", action="store_true", help=listing)
+        install.set_defaults(func=cmd_install, system=system)
 
     demo = subparsers.add_parser(
         "demo", help="the main job: a 3-node lab under faults, checked and reported, then torn down")
@@ -127,35 +112,39 @@ def cmd_lab_down(args) -> int:
     return 0
 
 
-def cmd_kafka_install(args) -> int:
-    if args.list:
-        for version in kafka_install.maven_versions():
-            mark = " (default)" if version == kafka_install.DEFAULT_VERSION else ""
-            cached = " installed" if kafka_install.installed(version) else ""
-            print(f"{version}{mark}{cached}")
-        return 0
-    kafka_install.install(args.version, progress=_say)
-    return 0
+# system -> (what it is, what install does, default --version, what --list lists)
+INSTALLERS = {
+    "kafka": ("Apache Kafka jars from Maven Central", "fetch a Kafka version (cached per version)", None,
+              "list the versions Maven Central has (3.8.0 on) and exit"),
+    "kfake": ("franz-go's kfake, built with the Go toolchain", "build Gregor's kfake server (cached per version)",
+              "latest", "list the newest kfake versions on the Go module proxy and exit"),
+    "tansu": ("Tansu, built from crates.io with cargo", "build Tansu (about 11 minutes on 2 cores, once per version)",
+              None, "list the versions crates.io has and exit"),
+}
 
 
-def cmd_kfake_install(args) -> int:
-    from harness.systems.kfake import build
-    if args.list:
-        for version in reversed(build.proxy_versions(build.MODULE)[-8:]):
-            print(f"{version}{' built' if build.installed(version) else ''}")
-        return 0
-    build.build(args.version, progress=_say)
-    return 0
-
-
-def cmd_tansu_install(args) -> int:
+def _installer(system: str):
+    """(versions to list, default, installed(version), install(version)) of one system."""
+    if system == "kafka":
+        return (kafka_install.maven_versions, kafka_install.DEFAULT_VERSION, kafka_install.installed,
+                lambda v: kafka_install.install(v, progress=_say))
+    if system == "kfake":
+        from harness.systems.kfake import build
+        return (lambda: list(reversed(build.proxy_versions(build.MODULE)[-8:])), None, build.installed,
+                lambda v: build.build(v, progress=_say))
     from harness.systems.tansu import install
+    return (lambda: list(reversed(install.crate_versions())), install.DEFAULT_VERSION, install.installed,
+            lambda v: install.install(v, progress=_say))
+
+
+def cmd_install(args) -> int:
+    versions, default, installed, install = _installer(args.system)
     if args.list:
-        for version in reversed(install.crate_versions()):
-            mark = " (default)" if version == install.DEFAULT_VERSION else ""
-            print(f"{version}{mark}{' installed' if install.installed(version) else ''}")
+        for version in versions():
+            mark = " (default)" if version == default else ""
+            print(f"{version}{mark}{' installed' if installed(version) else ''}")
         return 0
-    install.install(args.version, progress=_say)
+    install(args.version)
     return 0
 
 
