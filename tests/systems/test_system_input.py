@@ -11,15 +11,9 @@ import pytest
 from harness.cli import main
 from harness.controller import run_cli
 from harness.errors import GregorError
+from lab.test_errors import one_line_error
 
 LAB = os.environ.get("GREGOR_TEST_LAB_PREFIX", "") + "sysin"
-
-
-def one_line_error(capsys, argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("gregor: error: ") and "\n" not in err, err
-    return err
 
 
 def test_unknown_system(capsys):
