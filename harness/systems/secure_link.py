@@ -84,7 +84,11 @@ def authenticate(sock, host: str, port: int, security: dict) -> None:
 
     def exchange(message: bytes) -> bytes:
         body = struct.pack(">i", len(message)) + message
-        answer = wire._request(sock, host, port, SASL_AUTHENTICATE, 1, body, flexible=False)
+        try:
+            answer = wire._request(sock, host, port, SASL_AUTHENTICATE, 1, body, flexible=False)
+        except ConnectionError:   # some brokers (kfake) hang up instead of answering an error
+            raise GregorError(f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: the broker "
+                              "closed the connection (wrong credentials?)") from None
         code = wire._read(answer, ">h")
         text = wire._string(answer)
         if code:

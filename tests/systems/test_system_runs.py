@@ -204,3 +204,39 @@ def test_external_run_against_a_cluster_gregor_did_not_start(system_lab, tmp_pat
     for path in Path(run_dir).rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_external_cluster_behind_sasl_scram(system_lab, tmp_path):
+    """A secured cluster: every client, the admin client, the drain and Gregor's own
+    requests (ApiVersions, Metadata) authenticate with --client-config; a wrong
+    password fails in one line; the password reaches no file of the run."""
+    from harness.systems.kfake import build
+    source = system_lab("sasl", system="kfake", nodes=1)
+    node = source.nodes[0]
+    secret = "scram-secret-never-written"
+    server = build.installed(source.version).binary
+    node.spawn([str(server), "--listen", node.address, "--ports", "19092", "--cluster-id", "gregor-sasl",
+                "--sasl-user", f"SCRAM-SHA-256:gregor:{secret}"],
+               log=f"{node.home}/sasl.log", pid_file=f"{node.home}/sasl.pid")
+    bootstrap = f"{node.address}:19092"
+    config = ["--client-config", "security.protocol=SASL_PLAINTEXT", "--client-config", "sasl.mechanism=SCRAM-SHA-256",
+              "--client-config", "sasl.username=gregor"]
+    wrong = gregor("lab", "up", "--lab", source.name + "x", "--system", "external", "--bootstrap", bootstrap,
+                   *config, "--client-config", "sasl.password=wrong")
+    assert wrong.returncode == 2 and "SASL SCRAM-SHA-256 authentication failed as 'gregor'" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
+
+    lab = system_lab("saslx", system="external", nodes=1, system_options={"bootstrap": bootstrap},
+                     client_config={"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                                    "sasl.username": "gregor", "sasl.password": secret})
+    result = gregor("run", "--lab", lab.name, "--system", "external", "--bootstrap", bootstrap, "--nodes", "1",
+                    "--replication-factor", "1", "--workload", "queue", "--time-limit", "8", "--no-check",
+                    "--store", str(tmp_path), *config, "--client-config", f"sasl.password={secret}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = sorted(glob.glob(os.path.join(str(tmp_path), "*", "2*")))[-1]
+    test = json.load(open(os.path.join(run_dir, "test.json")))
+    assert test["cluster"]["cluster_id"] == "gregor-sasl" and test["drain"]["complete"]
+    assert test["main_phase"]["acked_sends"] > 0
+    for path in Path(run_dir).rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
