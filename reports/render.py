@@ -250,7 +250,7 @@ def _transaction_protocol(run: Run, level) -> str:
     versions = run.test.get("versions") if isinstance(run.test.get("versions"), dict) else {}
     client = f"librdkafka {versions['librdkafka']}" if versions.get("librdkafka") else "librdkafka"
     return (f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
-            "do not implement transaction protocol v2 and speak v1")
+            "do not implement transaction protocol v2 (KIP-890) and use the classic protocol")
 
 
 def setup_section(run: Run) -> str:

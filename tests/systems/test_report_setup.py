@@ -23,7 +23,8 @@ def test_kafka_4_shows_the_brokers_transaction_version_and_what_librdkafka_speak
     assert "kafka 4.4.0" in page and "3 dedicated (k1..k3)" in page
     assert '<div class="k">transaction protocol</div>' in page
     assert "2 (the brokers&#x27; transaction.version)" in page
-    assert "librdkafka 2.12.1, under confluent-kafka) do not implement transaction protocol v2" in page
+    assert "librdkafka 2.12.1, under confluent-kafka) do not implement transaction protocol v2 (KIP-890) and " \
+           "use the classic protocol" in page
 
 
 def test_tansu_shows_its_storage_and_no_transaction_row(tmp_path):
