@@ -18,6 +18,7 @@ BACKENDS = {
 SYSTEMS = {
     "kafka": "harness.systems.kafka.system:KafkaSystem",
     "kfake": "harness.systems.kfake.system:KfakeSystem",
+    "tansu": "harness.systems.tansu.system:TansuSystem",
     "external": "harness.systems.external.system:ExternalSystem",
 }
 # A lab name per backend by default, so a local and a docker lab coexist
