@@ -49,8 +49,11 @@ def read_state(name: str) -> dict | None:
 class Lab:
     """A running lab; build one with `Lab.up` or `Lab.attach`."""
 
-    def __init__(self, state: dict):
+    def __init__(self, state: dict, client_config: dict | None = None):
         self._state = state
+        # Settings every client of this lab gets (--client-config: security,
+        # credentials); kept in memory only, never in the state file or a run's files.
+        self.client_config = dict(client_config or {})
         self.name: str = state["name"]
         self.backend = registry.backend(state["backend"]["name"], **state["backend"].get("options", {}))
         self.system = registry.restore_system(state["system"])
@@ -63,6 +66,11 @@ class Lab:
     @property
     def version(self) -> str:
         return self.system.version
+
+    @property
+    def brokers(self) -> int:
+        """How many brokers the lab was brought up with (its nodes may differ)."""
+        return int(self._state.get("brokers") or len(self.nodes))
 
     @property
     def broker_config(self) -> dict[str, str]:
@@ -83,7 +91,34 @@ class Lab:
 
     def admin(self, timeout: float = 10):
         from harness.systems.admin import KafkaAdmin
-        return KafkaAdmin(self.bootstrap_servers, timeout=timeout)
+        return KafkaAdmin(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
+
+    def node_faults(self) -> frozenset[str]:
+        """The faults this lab's system takes on its nodes (the rest only hit clients)."""
+        return type(self.system).node_faults(self.backend.faults, self._state["system"])
+
+    def client_addresses(self) -> list[str]:
+        """Where the clients' packets go: every broker's address (the bootstrap
+        servers, and what the brokers advertised when the lab came up), so that
+        a client cut works also for a cluster with no node of ours."""
+        import socket
+        hosts = [server.rpartition(":")[0].strip("[]") for server in self.bootstrap_servers.split(",")]
+        hosts += self._state["system"].get("broker_hosts", [])
+        found: list[str] = []
+        for host in hosts:
+            try:
+                address = socket.gethostbyname(host)
+            except OSError:
+                address = host
+            if address not in found:
+                found.append(address)
+        return found
+
+    def cluster_info(self, timeout: float = 5) -> dict:
+        """What the brokers say they are and serve (ApiVersions, cluster id,
+        broker ids), asked now: harness/systems/capabilities.py."""
+        from harness.systems.capabilities import probe
+        return probe(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
 
     def roles(self):
         """Who leads and coordinates what, asked of the cluster at each call."""
@@ -98,8 +133,13 @@ class Lab:
     def up(cls, nodes: int = 3, version: str | None = None, broker_overrides: dict | None = None,
            name: str | None = None, progress: Callable[[str], None] | None = print,
            jvm_opts: list[str] | None = None, timeout: float = 120, backend: str = "local",
-           system: str = "kafka", backend_options: dict | None = None) -> "Lab":
-        """Provisions the nodes, deploys the system, starts it, waits until healthy."""
+           system: str = "kafka", backend_options: dict | None = None,
+           system_options: dict | None = None, client_config: dict | None = None) -> "Lab":
+        """Provisions the nodes, deploys the system, starts it, waits until healthy.
+
+        `nodes` counts brokers; the system says which nodes that takes
+        (dedicated controllers add some, kfake runs all its brokers on one,
+        an external cluster needs none of ours)."""
         started = time.monotonic()
         progress = progress or (lambda _message: None)
         name = lab_name(name, backend)
@@ -108,23 +148,26 @@ class Lab:
         if nodes > MAX_NODES:
             raise GregorError(f"node count must be at most {MAX_NODES}, got {nodes}")
         chosen = registry.backend(backend, **(backend_options or {}))
-        the_system = registry.system_class(system)(version, broker_overrides, jvm_opts)
+        the_system = registry.system_class(system)(version, broker_overrides, jvm_opts, system_options)
+        the_system.client_config = dict(client_config or {})   # for a system that asks the cluster first
         chosen.check()
         _refuse_running(name, chosen)
         the_system.install(progress)
         state = {"name": name, "backend": {"name": backend, "options": dict(backend_options or {})},
-                 "system": {"name": system, "version": the_system.version}, "up_seconds": None}
+                 "system": {"name": system, "version": the_system.version}, "brokers": nodes, "up_seconds": None}
         _write_state(state)
         try:
-            state["backend"].update(chosen.provision(name, [f"n{i}" for i in range(1, nodes + 1)], progress))
+            state["backend"].update(chosen.provision(name, the_system.node_names(nodes), progress))
             _write_state(state)
             the_nodes = chosen.nodes(name, state["backend"])
-            the_system.deploy(name, the_nodes, progress)
+            the_system.deploy(name, the_nodes, progress,
+                              controller_address=chosen.controller_address(name, state["backend"]))
             state["system"] = the_system.state()
             _write_state(state)
-            lab = cls(state)
-            progress(f"lab {name}: starting {the_system.name} {the_system.version} on "
-                     f"{', '.join(n.name for n in lab.nodes)}")
+            lab = cls(state, client_config)
+            if lab.nodes:
+                progress(f"lab {name}: starting {the_system.name} {the_system.version} on "
+                         f"{', '.join(n.name for n in lab.nodes)}")
             for node in lab.nodes:
                 node.start()
             elapsed = lab.wait_healthy(timeout=timeout, progress=progress, since=started)
@@ -138,13 +181,14 @@ class Lab:
             raise
 
     @classmethod
-    def attach(cls, name: str | None = None, backend: str = "local") -> "Lab":
+    def attach(cls, name: str | None = None, backend: str = "local",
+               client_config: dict | None = None) -> "Lab":
         """The running lab named `name`, from its state file."""
         name = lab_name(name, backend)
         state = read_state(name)
         if state is None:
             raise GregorError(f"no lab named {name!r} is up; start one with: gregor lab up --lab {name}")
-        return cls(state)
+        return cls(state, client_config)
 
     @classmethod
     def down(cls, name: str | None = None, progress: Callable[[str], None] | None = print,
@@ -201,7 +245,7 @@ class Lab:
                                   f"{saved / (dead[0] + '.log')}")
             try:
                 if not created:
-                    admin.create_topic(HEALTH_TOPIC, partitions=len(self.nodes), replication_factor=rf)
+                    admin.create_topic(HEALTH_TOPIC, partitions=max(1, len(self.nodes)), replication_factor=rf)
                     created = True
                 bad = self.system.unhealthy(self, topics)
                 if not bad:
@@ -222,7 +266,8 @@ class Lab:
         result = {
             "name": self.name, "backend": self.backend.name, "system": self.system.name,
             "version": self.version, "bootstrap_servers": self.bootstrap_servers,
-            "nodes": [{"name": n.name, "address": n.address, "pid": n.pid(), "state": n.state(),
+            "nodes": [{"name": n.name, "address": n.address, "pid": n.pid() if n.service else None,
+                       "state": n.state() if n.service else "not ours",
                        "log": n.service.log if n.service else None} for n in self.nodes],
             "clients": dict(self._state["backend"].get("clients", {})),
             "controller": None, "leaders": {}, "errors": [],
@@ -245,9 +290,10 @@ class Lab:
         return result
 
     def _node_name(self, broker_id: int) -> str | None:
+        from harness.protocols import RoleUnavailable
         try:
             return self.system.node_of(broker_id) if broker_id >= 0 else None
-        except GregorError:
+        except (GregorError, RoleUnavailable):
             return None
 
     # --- clients and healing ------------------------------------------------------------
@@ -282,6 +328,8 @@ class Lab:
         for node in self.nodes:
             node.heal_network()
             node.clear_netem()
+            if node.service is None:   # a host of a cluster Gregor did not start: its processes are not ours
+                continue
             state = node.state()
             if state == "paused":
                 node.resume()

@@ -177,25 +177,40 @@ class Backend(Protocol):
 class System(Protocol):
     """What runs on the nodes: one Kafka-compatible system at one version.
 
-    Built as System(version, overrides, jvm_opts) for a new lab, or with
-    System.restore(state) for a running one.
+    Built as System(version, overrides, jvm_opts, options) for a new lab, or
+    with System.restore(state) for a running one.
     """
 
     name: ClassVar[str]
     version: str
+    OPTIONS: ClassVar[tuple[str, ...]]   # the system options it takes (--bootstrap, --controllers, ...)
+    client_config: dict                  # every client's settings (--client-config), set before install
+
+    @classmethod
+    def node_faults(cls, backend_faults: frozenset[str], options: dict) -> frozenset[str]:
+        """Which of the backend's faults act on this system's nodes (the rest
+        can only hit clients, or nothing): kfake's one node cannot be cut
+        from peers, an external cluster's brokers are not ours to pause."""
+
+    def node_names(self, brokers: int) -> list[str]:
+        """The nodes `brokers` brokers take: n1..nN, plus dedicated
+        controllers, or one node for an in-process cluster, or none."""
 
     def install(self, progress: Progress) -> None:
         """Fetches or builds the system on the controller (cached per version)."""
 
-    def deploy(self, lab: str, nodes: list[Node], progress: Progress) -> None:
+    def deploy(self, lab: str, nodes: list[Node], progress: Progress,
+               controller_address: str | None = None) -> None:
         """Puts the system on the nodes (files, configs, storage) and sets each
-        node's `service`; afterwards `state()` holds all a later process needs."""
+        node's `service`; afterwards `state()` holds all a later process needs.
+        `controller_address`: where the nodes reach the controller host, for
+        what runs beside them (Tansu's PostgreSQL)."""
 
     def state(self) -> dict:
         """This system's part of the lab's state file (has "name" and "version")."""
 
-    def service(self, node: Node) -> Service:
-        """The process that is this system on `node`."""
+    def service(self, node: Node) -> Service | None:
+        """The process that is this system on `node` (None: not a process of ours)."""
 
     def replication(self, nodes: int) -> int:
         """The replication factor a topic gets by default on `nodes` nodes."""

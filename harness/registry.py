@@ -17,6 +17,9 @@ BACKENDS = {
 }
 SYSTEMS = {
     "kafka": "harness.systems.kafka.system:KafkaSystem",
+    "kfake": "harness.systems.kfake.system:KfakeSystem",
+    "tansu": "harness.systems.tansu.system:TansuSystem",
+    "external": "harness.systems.external.system:ExternalSystem",
 }
 # A lab name per backend by default, so a local and a docker lab coexist
 # without the user naming either.
@@ -33,6 +36,10 @@ def _load(table: dict[str, str], name: str, what: str):
 def backend(name: str, **options):
     """A backend instance (options: what its command-line flags gave)."""
     return _load(BACKENDS, name, "backend")(**options)
+
+
+def backend_class(name: str):
+    return _load(BACKENDS, name, "backend")
 
 
 def system_class(name: str):

@@ -98,9 +98,10 @@ class Nemesis:
             both = shape == "client"
             entry = self.ledger.add({"fault": "partition", "nodes": [], "places": [place.name],
                                      "clients": [{"process": client.process}], "role": target.role})
-            partitions.cut_client(self.lab, place, names, both_ways=both)
+            addresses = self.lab.client_addresses()
+            partitions.cut_client(self.lab, place, addresses, both_ways=both)
             value = fault_value([], [client.process], role=target.role, shape=shape,
-                                client_address=place.address, cut_from=names,
+                                client_address=place.address, cut_from=names or addresses,
                                 direction="both" if both else "client->nodes")
             return entry, value
         part = self._shape(shape, names, target)

@@ -158,12 +158,12 @@ def apply_grudge(lab, grudge: Grudge) -> None:
             lab.node(name).drop_from([lab.node(s).address for s in sorted(sources)])
 
 
-def cut_client(lab, place, node_names, both_ways: bool = True) -> None:
-    """The client's place drops its packets to the nodes (and, both ways,
-    those from them too): rules on the client's side, so the same cut works
-    whatever the nodes are. One way only means requests vanish while the
+def cut_client(lab, place, addresses, both_ways: bool = True) -> None:
+    """The client's place drops its packets to the brokers' addresses (and,
+    both ways, those from them too): rules on the client's side, so the same
+    cut works whatever the nodes are, also for a cluster Gregor did not start
+    (lab.client_addresses()). One way only means requests vanish while the
     client still hears the cluster, the shape of a half-broken link."""
-    addresses = [lab.node(name).address for name in node_names]
     cut = lab.place_node(place)
     cut.drop_to(addresses)
     if both_ways:

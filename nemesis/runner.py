@@ -51,8 +51,15 @@ class NemesisRunner:
         self.netem_profiles = None
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
-        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
+        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles,
+                           node_faults=self._node_faults(ctx.lab))
                       if self.faults else iter(()))
+
+    @staticmethod
+    def _node_faults(lab):
+        """What the lab's system takes on its nodes; a lab that does not say takes every fault."""
+        ask = getattr(lab, "node_faults", None)
+        return ask() if ask else None
 
     # --- the contract ---------------------------------------------------------
 

@@ -80,10 +80,14 @@ def partition_shape(target: str, rng: random.Random) -> str:
     return rng.choice(["isolate", "one-way-in", "one-way-out"])
 
 
-def plan(faults, targets, seed: int, interval_s: float, profiles=None) -> Iterator[Step]:
+def plan(faults, targets, seed: int, interval_s: float, profiles=None,
+         node_faults=None) -> Iterator[Step]:
     """Yields steps forever; the same arguments give the same steps.
 
     profiles: the netem profiles this machine can apply (all by default).
+    node_faults: the faults the lab's system takes on its nodes (all by
+    default); the others only hit client targets (kfake's one node cannot be
+    partitioned from peers, an external cluster's brokers are not ours).
     """
     if interval_s <= 0:
         raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
@@ -91,10 +95,12 @@ def plan(faults, targets, seed: int, interval_s: float, profiles=None) -> Iterat
     faults = list(faults)
     if not faults:
         return
-    pairs = [(f, t) for f in faults for t in targets if applies(f, t)]
+    pairs = [(f, t) for f in faults for t in targets if applies(f, t)
+             and (node_faults is None or f in node_faults or t.startswith("client"))]
     if not pairs:
         raise GregorError(f"no nemesis target in {list(targets)} fits faults {faults}; "
                           "client targets need partition or pause")
+    faults = [f for f in faults if any(f == g for g, _t in pairs)]
     while True:
         fault = rng.choice(faults)
         choices = [t for f, t in pairs if f == fault]

@@ -231,14 +231,26 @@ def _node_label(node) -> str:
 
 def _setup_extra(run: Run) -> list[tuple[str, object]]:
     """What test.json's "setup" (the lab's own description) adds: the backend,
-    and the system's storage and topology where it says them."""
+    and the system's storage, topology and transaction protocol where it says them."""
     setup = run.test.get("setup") if isinstance(run.test.get("setup"), dict) else {}
     rows = [("backend", setup.get("backend") or run.test.get("backend"))]
-    for key, label in (("storage", "storage"), ("controllers", "controllers"),
+    for key, label in (("storage", "storage"), ("brokers", "brokers"), ("controllers", "controllers"),
                        ("transaction.version", "transaction protocol")):
         if setup.get(key) is not None:
-            rows.append((label, setup[key]))
+            value = setup[key]
+            if key == "transaction.version":
+                value = _transaction_protocol(run, value)
+            rows.append((label, value))
     return rows
+
+
+def _transaction_protocol(run: Run, level) -> str:
+    """The brokers' level, and what the clients speak: librdkafka implements
+    only the first transaction protocol (no KIP-890 v2), whatever the brokers offer."""
+    versions = run.test.get("versions") if isinstance(run.test.get("versions"), dict) else {}
+    client = f"librdkafka {versions['librdkafka']}" if versions.get("librdkafka") else "librdkafka"
+    return (f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
+            "do not implement transaction protocol v2 (KIP-890) and use the classic protocol")
 
 
 def setup_section(run: Run) -> str:

@@ -58,6 +58,7 @@ class ClientSpec:
     place: object = None        # harness.protocols.ClientPlace: a network place of its own
     extra: dict = field(default_factory=dict)
     log_path: str | None = None   # where the client's stderr (librdkafka's log) goes
+    client_config: dict = field(default_factory=dict)   # --client-config (security); never recorded
 
 
 class Link:

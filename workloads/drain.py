@@ -50,11 +50,13 @@ def _librdkafka_logger(log_path: str | None) -> dict:
 
 
 def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
-          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None) -> dict:
+          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None,
+          client_config: dict | None = None) -> dict:
     """Reads until every target offset is passed; returns the test.json "drain" field."""
     keymap = KeyMap(key_map)
     keys = sorted(keymap.by_key)
     consumer = Consumer({
+        **(client_config or {}),   # the lab's client settings (security)
         "bootstrap.servers": bootstrap,
         "group.id": f"gregor-drain-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,

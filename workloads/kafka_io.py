@@ -40,6 +40,7 @@ class KeyMap:
 def producer_config(spec, transactional_id: str | None = None) -> dict:
     opts = spec.options
     conf = {
+        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "acks": str(opts.get("acks", "all")),
@@ -67,6 +68,7 @@ def consumer_config(spec, group: str, isolation: str | None = None,
                     auto_commit: bool = False, **callbacks) -> dict:
     opts = spec.options
     conf = {
+        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "group.id": group,

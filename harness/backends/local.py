@@ -19,7 +19,7 @@ import signal
 import time
 from pathlib import Path
 
-from harness.backends import netns
+from harness.backends import netns, routed_places
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
 from harness.backends.namespace_node import (NamespaceNode, copy_node_files, reap_children,  # noqa: F401
                                              require_root)
@@ -63,6 +63,9 @@ class LocalBackend(BridgePlaces):
             netns.create_member(lab, node.name, node.address, subnet.prefixlen, state["bridge_ip"])
             Path(node.home).mkdir(parents=True, exist_ok=True)
             node.prepare_network()
+        if not names:   # a lab of clients only (an external cluster): they must reach out of the bridge
+            Path(state["lab_dir"]).mkdir(parents=True, exist_ok=True)
+            routed_places.open_routes(lab)
         return state
 
     def nodes(self, lab: str, state: dict) -> list[NamespaceNode]:
@@ -83,6 +86,8 @@ class LocalBackend(BridgePlaces):
         if spaces:
             done.append(f"{spaces} namespaces removed")
         netns.bridge_forwarding(netns.bridge_name(lab), allow=False)
+        if routed_places.close_routes(lab):
+            done.append("routes out removed")
         netns.delete_bridge(lab)
         if lab_dir.exists():
             shutil.rmtree(lab_dir, ignore_errors=True)

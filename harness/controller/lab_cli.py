@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.controller.lab_options import add_lab_arguments
+from harness.controller.lab_options import (add_client_config_argument, add_lab_arguments,
+                                           add_system_arguments, client_config, system_options)
 from harness.errors import GregorError
 from harness.signals import sigterm_as_interrupt
 from harness.systems.kafka import config as kafka_config
@@ -17,6 +18,7 @@ def register(subparsers) -> None:
 
     up = lab_sub.add_parser("up", help="start a lab and wait until it is healthy")
     add_lab_arguments(up)
+    add_system_arguments(up)
     up.add_argument("--nodes", type=int, default=3, help="number of nodes (default 3)")
     up.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for every node (repeatable; wins over defaults)")
@@ -27,6 +29,7 @@ def register(subparsers) -> None:
 
     status = lab_sub.add_parser("status", help="nodes, processes, controller and partition leaders")
     add_lab_arguments(status, system=False)
+    add_client_config_argument(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=cmd_lab_status)
 
@@ -34,13 +37,14 @@ def register(subparsers) -> None:
     add_lab_arguments(down, system=False)
     down.set_defaults(func=cmd_lab_down)
 
-    kafka = subparsers.add_parser("kafka", help="Apache Kafka jars from Maven Central")
-    kafka_sub = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    install = kafka_sub.add_parser("install", help="fetch a Kafka version (cached per version)")
-    install.add_argument("--version", default=None, metavar="V",
-                         help=f"Apache Kafka version (default {kafka_install.DEFAULT_VERSION})")
-    install.add_argument("--list", action="store_true", help="list known versions and exit")
-    install.set_defaults(func=cmd_kafka_install)
+    for system, (what, action, default, listing) in INSTALLERS.items():
+        parser = subparsers.add_parser(system, help=what)
+        actions = parser.add_subparsers(dest=f"{system}_command", metavar="ACTION", required=True)
+        install = actions.add_parser("install", help=action)
+        install.add_argument("--version", default=default, metavar="V",
+                             help=f"the version (default {default or kafka_install.DEFAULT_VERSION})")
+        install.add_argument("--list", action="store_true", help=listing)
+        install.set_defaults(func=cmd_install, system=system)
 
     demo = subparsers.add_parser(
         "demo", help="the main job: a 3-node lab under faults, checked and reported, then torn down")
@@ -60,7 +64,8 @@ def cmd_lab_up(args) -> int:
     overrides = kafka_config.parse_overrides(args.broker_config, args.broker_config_file)
     with sigterm_as_interrupt():
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
-                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system)
+                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
+                     system_options=system_options(args), client_config=client_config(args))
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")
@@ -71,7 +76,7 @@ def cmd_lab_up(args) -> int:
 
 def cmd_lab_status(args) -> int:
     from harness.lab import Lab
-    lab = Lab.attach(args.lab, backend=args.backend)
+    lab = Lab.attach(args.lab, backend=args.backend, client_config=client_config(args))
     status = lab.status()
     if args.json:
         print(json.dumps(status, indent=2, default=str))
@@ -107,14 +112,39 @@ def cmd_lab_down(args) -> int:
     return 0
 
 
-def cmd_kafka_install(args) -> int:
+# system -> (what it is, what install does, default --version, what --list lists)
+INSTALLERS = {
+    "kafka": ("Apache Kafka jars from Maven Central", "fetch a Kafka version (cached per version)", None,
+              "list the versions Maven Central has (3.8.0 on) and exit"),
+    "kfake": ("franz-go's kfake, built with the Go toolchain", "build Gregor's kfake server (cached per version)",
+              "latest", "list the newest kfake versions on the Go module proxy and exit"),
+    "tansu": ("Tansu, built from crates.io with cargo", "build Tansu (about 11 minutes on 2 cores, once per version)",
+              None, "list the versions crates.io has and exit"),
+}
+
+
+def _installer(system: str):
+    """(versions to list, default, installed(version), install(version)) of one system."""
+    if system == "kafka":
+        return (kafka_install.maven_versions, kafka_install.DEFAULT_VERSION, kafka_install.installed,
+                lambda v: kafka_install.install(v, progress=_say))
+    if system == "kfake":
+        from harness.systems.kfake import build
+        return (lambda: list(reversed(build.proxy_versions(build.MODULE)[-8:])), None, build.installed,
+                lambda v: build.build(v, progress=_say))
+    from harness.systems.tansu import install
+    return (lambda: list(reversed(install.crate_versions())), install.DEFAULT_VERSION, install.installed,
+            lambda v: install.install(v, progress=_say))
+
+
+def cmd_install(args) -> int:
+    versions, default, installed, install = _installer(args.system)
     if args.list:
-        for version in kafka_install.KNOWN_VERSIONS:
-            mark = " (default)" if version == kafka_install.DEFAULT_VERSION else ""
-            cached = " installed" if kafka_install.installed(version) else ""
-            print(f"{version}{mark}{cached}")
+        for version in versions():
+            mark = " (default)" if version == default else ""
+            print(f"{version}{mark}{' installed' if installed(version) else ''}")
         return 0
-    kafka_install.install(args.version, progress=_say)
+    install(args.version)
     return 0
 
 

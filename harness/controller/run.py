@@ -82,22 +82,47 @@ def versions() -> dict:
 
 def open_lab(cfg: dict) -> Lab:
     """The lab the run asks for: the running one of that name if it matches, else a new one."""
+    options = cfg.get("system_options") or {}
     try:
-        lab = Lab.attach(cfg["lab"], backend=cfg["backend"])
+        lab = Lab.attach(cfg["lab"], backend=cfg["backend"], client_config=cfg.get("client_config"))
     except GregorError:
         lab = None
     if lab is not None:
-        have = (lab.backend.name, lab.system.name, len(lab.nodes), lab.version)
-        want = (cfg["backend"], cfg["system"], cfg["nodes"], cfg["version"] or lab.version)
-        if have != want:
+        have = (lab.backend.name, lab.system.name, lab.brokers, lab.version)
+        want = (cfg["backend"], cfg["system"], cfg["nodes"],
+                lab.version if cfg["version"] in (None, "latest") else cfg["version"])
+        differs = [f"{key} {lab.system.options.get(key)}" for key, value in options.items()
+                   if str(getattr(lab.system, "options", {}).get(key)) != str(value)]
+        if have != want or differs:
             raise GregorError(
-                f"lab {lab.name!r} is up with {have[2]} nodes of {have[1]} {have[3]} on the {have[0]} backend, "
-                f"not {want[2]} of {want[1]} {want[3]} on {want[0]}; run: gregor lab down --lab {lab.name}")
+                f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend"
+                f"{' (' + ', '.join(differs) + ')' if differs else ''}, not {want[2]} of {want[1]} {want[3]} on "
+                f"{want[0]}; run: gregor lab down --lab {lab.name}")
         say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
             f"{lab.backend.name} backend)")
         return lab
     return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
-                  backend=cfg["backend"], system=cfg["system"])
+                  backend=cfg["backend"], system=cfg["system"], system_options=options,
+                  client_config=cfg.get("client_config"))
+
+
+def learn_cluster(lab, cfg: dict) -> dict:
+    """Asks the brokers what they serve (ApiVersions) and refuses, in one
+    line, a workload they cannot serve; returns test.json's "cluster"."""
+    from harness.systems import capabilities
+    cluster = lab.cluster_info()
+    capabilities.refuse_unservable(cluster, lab.system.name, lab.version, cfg["workload"],
+                                   idempotence=cfg["idempotence"], subscribe=cfg["subscribe"])
+    return cluster
+
+
+def transaction_protocol(cluster: dict) -> int | None:
+    """The broker's transaction protocol version (the finalized transaction.version
+    feature; 0 when none is finalized), where the brokers serve transactions at all."""
+    from harness.systems import capabilities
+    if str(capabilities.END_TXN) not in cluster["api_versions"]:
+        return None
+    return capabilities.feature_level(cluster, "transaction.version")
 
 
 def heal_before(lab) -> None:
@@ -133,7 +158,7 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
             options={**options, **layout.get("options", {})}, start_ns=start_ns,
             deadline=deadline,
             rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
-            txn_id=txn_id,
+            txn_id=txn_id, client_config=dict(cfg.get("client_config") or {}),
             group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
                                                    ("consumer", "txn", "member"))) else None,
             place=place, extra=dict(layout.get("extra", {})),
@@ -205,6 +230,7 @@ def run(cfg: dict) -> int:
     module = workload_module(cfg["workload"])
     lab = open_lab(cfg)
     heal_before(lab)
+    cluster = learn_cluster(lab, cfg)
 
     start_wall = time.time()
     run_dir = new_run_dir(cfg["store"], cfg["name"], start_wall)
@@ -223,6 +249,8 @@ def run(cfg: dict) -> int:
 
     transactional = cfg["workload"] in ("txn", "zombie", "eos")
     setup = lab.describe()
+    if transaction_protocol(cluster) is not None:
+        setup["transaction.version"] = transaction_protocol(cluster)
     test = {
         "name": cfg["name"], "system": setup["system"], "version": lab.version,
         "backend": setup["backend"], "setup": setup,
@@ -245,6 +273,9 @@ def run(cfg: dict) -> int:
         "lab": lab.name,
         "nodes": [{"name": n.name, "address": n.address} for n in lab.nodes],
         "broker_config": dict(lab.broker_config),
+        "cluster": cluster,
+        # names only: the values may be credentials (never written to a run's files)
+        "client_config_keys": sorted(cfg.get("client_config") or {}),
         "versions": versions(),
         "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"],
                     "targets": cfg["nemesis_targets"]},
@@ -319,7 +350,8 @@ def run(cfg: dict) -> int:
         drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
         test["drain"] = drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
                               drain_process, cfg["isolation"], cfg["drain_time_limit"],
-                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"))
+                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"),
+                              client_config=cfg.get("client_config"))
         say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
             f"{test['drain']['seconds']} s, {test['drain']['records']} records")
     writer.close()

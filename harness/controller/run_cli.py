@@ -6,7 +6,7 @@ import argparse
 import math
 
 from harness import registry
-from harness.controller.lab_options import add_lab_arguments
+from harness.controller.lab_options import add_lab_arguments, add_system_arguments, client_config, system_options
 from harness.errors import GregorError
 from harness.lab import lab_name
 from nemesis.options import add_nemesis_arguments
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--batch", default="1", help="sends per producer op (default 1)")
     add("--nodes", default="3", help="brokers in the lab (default 3)")
     add_lab_arguments(parser)
+    add_system_arguments(parser)
     add("--store", default="store", help="store directory (default ./store)")
     add("--name", default=None, help="test name (default kafka-<workload>)")
     add("--drain-time-limit", default="60", help="seconds the final drain may take")
@@ -92,13 +93,48 @@ def nemesis_faults(args) -> list[str]:
     return [] if faults in ([], ["none"]) else faults
 
 
-def check_faults_possible(backend: str, faults: list[str]) -> None:
-    """A fault the backend cannot perform is refused before anything starts."""
+def check_faults_possible(backend: str, faults: list[str], system: str = "kafka", options: dict | None = None,
+                          targets: list[str] | None = None) -> list[str] | None:
+    """A fault the backend, or the system on it, cannot take is refused before
+    anything starts. Returns the targets the run uses: when a fault can only
+    hit clients (kfake's one node has no peers to be cut from; an external
+    cluster's brokers are not ours), the default targets narrow to clients;
+    named node targets that no fault can take are refused."""
+    from nemesis.schedule import CLIENT_FAULTS, DEFAULT_TARGETS
     can = registry.backend(backend).faults
     cannot = [fault for fault in faults if fault not in can]
     if cannot:
         raise GregorError(f"the {backend} backend cannot inject {cannot[0]} faults; it can do: "
                           f"{', '.join(sorted(can)) or 'none'} (change --nemesis)")
+    on_nodes = registry.system_class(system).node_faults(can, options or {})
+    for fault in faults:
+        if fault not in on_nodes and fault not in CLIENT_FAULTS:
+            raise GregorError(f"the {system} system cannot take {fault} faults on the {backend} backend "
+                              f"({_why_not(system)}); it takes: {', '.join(_takes(on_nodes))} (change --nemesis)")
+    if not faults or all(fault in on_nodes for fault in faults):
+        return targets
+    chosen = list(targets or DEFAULT_TARGETS)
+    node_targets = [t for t in chosen if not t.startswith("client")]
+    if targets is None or list(targets) == list(DEFAULT_TARGETS):
+        if not any(fault in on_nodes for fault in faults):
+            return [t for t in chosen if t.startswith("client")]
+        return chosen
+    if node_targets and not any(fault in on_nodes for fault in faults):
+        raise GregorError(f"the {system} system takes {', '.join(faults)} only on clients here "
+                          f"({_why_not(system)}): target {node_targets[0]!r} needs node access; use client")
+    return chosen
+
+
+def _takes(on_nodes) -> list[str]:
+    from nemesis.schedule import CLIENT_FAULTS
+    return [f"{fault} of nodes" for fault in sorted(on_nodes)] + \
+        [f"{fault} of clients" for fault in CLIENT_FAULTS if fault not in on_nodes]
+
+
+def _why_not(system: str) -> str:
+    return {"kfake": "all its brokers are one process on one node",
+            "external": "Gregor reaches no broker host without --backend ssh --hosts, and never signals "
+                        "a process it did not start"}.get(system, "not every fault applies to its nodes")
 
 
 def validate(args) -> dict:
@@ -171,11 +207,17 @@ def validate(args) -> dict:
                           f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys")
     cfg["topics"] = None if args.topics is None else int(args.topics)
     cfg["nemesis_interval"] = _float(args, "nemesis-interval") if cfg["nemesis"] else None
-    check_faults_possible(args.backend, cfg["nemesis"])
+    cfg["system_options"] = system_options(args)
+    cfg["client_config"] = client_config(args)
     targets = getattr(args, "nemesis_targets", None)
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
-    cfg["nemesis_targets"] = targets
+    cfg["nemesis_targets"] = check_faults_possible(args.backend, cfg["nemesis"], args.system,
+                                                   cfg["system_options"], targets)
+    on_nodes = registry.system_class(args.system).node_faults(registry.backend(args.backend).faults,
+                                                              cfg["system_options"])
+    if "partition" in cfg["nemesis"] and "partition" not in on_nodes:
+        cfg["client_netns"] = True   # only clients can be cut off, each in a place of its own
     cfg["name"] = args.name or f"{args.system}-{args.workload}"
     if not all(c.isalnum() or c in "-_." for c in cfg["name"]):
         raise GregorError(f"--name {cfg['name']!r} may hold only letters, digits, '-', '_' and '.'")

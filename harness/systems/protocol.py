@@ -43,10 +43,15 @@ class ProtocolRoles:
 
 def node_by_address(nodes, port: int) -> Callable[[int], str]:
     """broker id -> node name, from the brokers' own Metadata answers
-    (the host they advertise is the node's address)."""
+    (the host they advertise is the node's address).
+
+    Every answering broker is asked: when they place one broker id on
+    different nodes (each Tansu broker calls itself 111), the id names no
+    single node, and the role it holds is unavailable rather than guessed."""
     by_address = {node.address: node.name for node in nodes}
 
     def node_of(broker_id: int) -> str:
+        placed: dict[str, list[str]] = {}
         for node in nodes:
             try:
                 brokers = wire.cluster_metadata(node.address, port, [], timeout=3)["brokers"]
@@ -54,9 +59,14 @@ def node_by_address(nodes, port: int) -> Callable[[int], str]:
                 continue
             if broker_id in brokers:
                 host = brokers[broker_id][0]
-                if host in by_address:
-                    return by_address[host]
-                raise GregorError(f"broker {broker_id} advertises {host}, which is no node of this lab")
+                if host not in by_address:
+                    raise GregorError(f"broker {broker_id} advertises {host}, which is no node of this lab")
+                placed.setdefault(by_address[host], []).append(node.name)
+        if len(placed) > 1:
+            views = "; ".join(f"{', '.join(askers)} say {where}" for where, askers in sorted(placed.items()))
+            raise RoleUnavailable(f"broker id {broker_id} names no single node ({views})")
+        if placed:
+            return next(iter(placed))
         raise RoleUnavailable(f"no broker answers for broker id {broker_id}")
     return node_of
 
@@ -65,21 +75,28 @@ def unhealthy(nodes, port: int, topics: list[str], replicated: bool = True) -> l
     """What keeps `topics` from being healthy in the view of every broker:
     each must know every partition with a leader (and, where the system
     replicates, a full ISR), and all must agree on the leader."""
+    return unhealthy_at([(node.name, node.address, port) for node in nodes], topics, replicated)
+
+
+def unhealthy_at(endpoints: list[tuple[str, str, int]], topics: list[str], replicated: bool = True,
+                 security: dict | None = None) -> list[str]:
+    """unhealthy() for brokers named by (name, host, port): several brokers may
+    share a node (kfake), or be no node of ours (an external cluster)."""
     bad: list[str] = []
     leaders: dict[tuple[str, int], set[int]] = {}
-    for node in nodes:
+    for name, host, port in endpoints:
         try:
-            view = wire.metadata(node.address, port, topics, timeout=3)
+            view = wire.metadata(host, port, topics, timeout=3, security=security)
         except (OSError, GregorError) as error:
-            return [f"{node.name} does not answer: {error}"]
+            return [f"{name} does not answer: {error}"]
         for topic in topics:
             found = view.get(topic)
             if found is None or found["error"] or not found["partitions"]:
-                bad.append(f"{node.name} does not know {topic} yet")
+                bad.append(f"{name} does not know {topic} yet")
                 continue
             for pid, part in found["partitions"].items():
                 leaders.setdefault((topic, pid), set()).add(part["leader"])
                 if part["leader"] < 0 or (replicated and sorted(part["isr"]) != sorted(part["replicas"])):
-                    bad.append(f"{topic}/{pid} per {node.name}: leader {part['leader']} isr {part['isr']}")
+                    bad.append(f"{topic}/{pid} per {name}: leader {part['leader']} isr {part['isr']}")
     bad += [f"{t}/{p}: brokers disagree on the leader {sorted(l)}" for (t, p), l in leaders.items() if len(l) > 1]
     return bad

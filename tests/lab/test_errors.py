@@ -19,11 +19,13 @@ def one_line_error(capsys, argv: list[str]) -> str:
     return err
 
 
-def test_unknown_version_lists_the_known_ones(capsys):
+def test_unknown_version_lists_the_newest_on_maven_central(capsys):
     err = one_line_error(capsys, ["lab", "up", "--lab", LAB, "--version", "9.9.9"])
-    assert "unknown Kafka version '9.9.9'" in err
-    assert all(v in err for v in ("3.8.1", "3.9.1", kafka_install.KNOWN_VERSIONS[-1]))
+    assert "unknown Kafka version '9.9.9'" in err and "Maven Central does not have it" in err
+    newest = kafka_install.maven_versions()[-1]
+    assert f"newest: {newest}" in err
     assert "9.9.9" in one_line_error(capsys, ["kafka", "install", "--version", "9.9.9"])
+    assert "older than the 3.8.0" in one_line_error(capsys, ["lab", "up", "--lab", LAB, "--version", "3.7.2"])
 
 
 def test_node_count_below_one(capsys):
