@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.controller.lab_options import add_lab_arguments
+from harness.controller.lab_options import add_lab_arguments, backend_options
 from harness.errors import GregorError
 from harness.signals import sigterm_as_interrupt
 from harness.systems.kafka import config as kafka_config
@@ -60,7 +60,8 @@ def cmd_lab_up(args) -> int:
     overrides = kafka_config.parse_overrides(args.broker_config, args.broker_config_file)
     with sigterm_as_interrupt():
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
-                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system)
+                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
+                     backend_options=backend_options(args))
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")
@@ -103,7 +104,7 @@ def cmd_lab_down(args) -> int:
     name = lab_name(args.lab, args.backend)
     release_clients(name)
     kill_leftover_clients(name, progress=_say)
-    Lab.down(name, progress=_say, backend=args.backend)
+    Lab.down(name, progress=_say, backend=args.backend, backend_options=backend_options(args))
     return 0
 
 
@@ -124,4 +125,5 @@ def cmd_demo(args) -> int:
         raise GregorError(f"--time-limit must be at least 5 seconds, got {args.time_limit}")
     with sigterm_as_interrupt():
         return run_demo(name=args.lab, version=args.version, time_limit=args.time_limit, store=args.store,
-                        keep_lab=args.keep_lab, progress=_say, backend=args.backend, system=args.system)
+                        keep_lab=args.keep_lab, progress=_say, backend=args.backend, system=args.system,
+                        backend_options=backend_options(args))
