@@ -260,6 +260,10 @@ class SshBackend(NatPlaces):
         for name, host in zip(names, hosts):
             conn = self._connection(name, host)
             address, device = self._inspect(lab, name, host, conn)
+            twin = next((n["name"] for n in state["nodes"] if n["address"] == address), None)
+            if twin:
+                raise GregorError(f"{conn.label}: it is the same host as {twin} (address {address}); "
+                                  "each node needs a host of its own")
             state["nodes"].append({"name": name, "address": address, "device": device,
                                    "home": f"{LAB_ROOT}/{lab}/{name}"})
         for node in self.nodes(lab, state):

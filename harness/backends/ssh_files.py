@@ -48,15 +48,24 @@ def tree_manifest(local_dir: str) -> tuple[str, str]:
 
 
 def put_tree(sftp, local: str, remote: str) -> None:
-    """A file, or a directory with everything under it."""
+    """A file, or a directory with everything under it (executable bits kept)."""
+    _mkdirs(sftp, remote if os.path.isdir(local) else posixpath.dirname(remote))
+    _put(sftp, local, remote)
+
+
+def _put(sftp, local: str, remote: str) -> None:
     if os.path.isdir(local):
-        _mkdirs(sftp, remote)
+        try:
+            sftp.mkdir(remote)
+        except OSError:
+            pass   # there already (the top of the tree, or an upload done again)
         for entry in sorted(os.listdir(local)):
-            put_tree(sftp, os.path.join(local, entry), posixpath.join(remote, entry))
-    else:
-        _mkdirs(sftp, posixpath.dirname(remote))
-        sftp.put(local, remote, confirm=True)
-        sftp.chmod(remote, os.stat(local).st_mode & 0o777)
+            _put(sftp, os.path.join(local, entry), posixpath.join(remote, entry))
+        return
+    sftp.put(local, remote, confirm=False)
+    mode = os.stat(local).st_mode & 0o777
+    if mode & 0o111:
+        sftp.chmod(remote, mode)
 
 
 def get_tree(sftp, remote: str, local: str, skip: frozenset[str] = frozenset()) -> None:

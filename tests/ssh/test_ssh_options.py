@@ -97,3 +97,14 @@ def test_the_report_says_when_host_keys_were_not_checked(tmp_path):
     html = setup_section(Run(directory=tmp_path, test={"setup": setup, "backend": "ssh"}, results={}))
     assert "SSH host keys" in html and "NOT verified (--insecure-host-keys)" in html
     assert "n1 root@10.0.0.1:22 &lt;b&gt;" in html    # host names are untrusted text
+
+
+def test_the_demo_passes_the_ssh_options_on_to_its_run():
+    from harness.controller import run_cli
+    from harness.controller.demo import demo_arguments
+    argv = demo_arguments(60, "sdemo", None, "store", backend="ssh",
+                          backend_options={"vagrant": "/labs/v", "insecure_host_keys": True})
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    cfg = run_cli.validate(parser.parse_args(argv))
+    assert cfg["backend"] == "ssh" and cfg["backend_options"] == {"vagrant": "/labs/v", "insecure_host_keys": True}
