@@ -51,7 +51,9 @@ def vagrant(tmp_path_factory):
     containers = f"gregor-vagrant-{hashlib.sha1(str(dotfile).encode()).hexdigest()[:6]}-"
     try:
         yield env, dotfile, containers, subnet
-    finally:
+    finally:   # what a failed test left: the Kafka lab, then the nodes
+        subprocess.run([GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."], cwd=REPO,
+                       env=env, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
         destroy = subprocess.run(["vagrant", "destroy", "-f"], cwd=REPO, env=env, capture_output=True, text=True,
                                  timeout=600, stdin=subprocess.DEVNULL)
         print(destroy.stdout[-2000:], destroy.stderr[-2000:])
