@@ -76,6 +76,11 @@ class Lab:
     def broker_config(self) -> dict[str, str]:
         return self.system.settings
 
+    @property
+    def backend_options(self) -> dict:
+        """What the backend was given (the SSH backend: its hosts and key file)."""
+        return dict(self._state["backend"].get("options", {}))
+
     def node(self, name: str):
         for node in self.nodes:
             if node.name == name:
@@ -125,8 +130,12 @@ class Lab:
         return self.system.roles(self)
 
     def describe(self) -> dict:
-        """Backend and system, for test.json and the report's setup."""
-        return {"backend": self.backend.name, **self.system.describe()}
+        """Backend and system, for test.json and the report's setup (a backend
+        may add what a reader must know, e.g. the SSH backend's hosts and how
+        their keys were checked)."""
+        extra = getattr(self.backend, "describe", None)
+        return {"backend": self.backend.name, **(extra(self._state["backend"]) if extra else {}),
+                **self.system.describe()}
 
     # --- lifecycle ------------------------------------------------------------------------
     @classmethod

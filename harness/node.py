@@ -82,6 +82,12 @@ class ExecNode:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name} {self.address})"
 
+    @property
+    def label(self) -> str:
+        """How messages name the node: its name, plus where it is when that is
+        not this host (an SSH node says user@host:port)."""
+        return self.name
+
     # --- the system's process -----------------------------------------------------
     def _require_service(self) -> Service:
         if self.service is None:

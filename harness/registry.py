@@ -14,6 +14,7 @@ from harness.errors import GregorError
 BACKENDS = {
     "local": "harness.backends.local:LocalBackend",
     "docker": "harness.backends.docker:DockerBackend",
+    "ssh": "harness.backends.ssh:SshBackend",
 }
 SYSTEMS = {
     "kafka": "harness.systems.kafka.system:KafkaSystem",

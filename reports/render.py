@@ -230,11 +230,13 @@ def _node_label(node) -> str:
 
 
 def _setup_extra(run: Run) -> list[tuple[str, object]]:
-    """What test.json's "setup" (the lab's own description) adds: the backend,
+    """What test.json's "setup" (the lab's own description) adds: the backend
+    (with an SSH lab's hosts and how their keys were checked),
     and the system's storage, topology and transaction protocol where it says them."""
     setup = run.test.get("setup") if isinstance(run.test.get("setup"), dict) else {}
     rows = [("backend", setup.get("backend") or run.test.get("backend"))]
-    for key, label in (("storage", "storage"), ("brokers", "brokers"), ("controllers", "controllers"),
+    for key, label in (("hosts", "hosts"), ("host_keys", "SSH host keys"), ("storage", "storage"),
+                       ("brokers", "brokers"), ("controllers", "controllers"),
                        ("transaction.version", "transaction protocol")):
         if setup.get(key) is not None:
             value = setup[key]

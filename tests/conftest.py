@@ -16,8 +16,9 @@ class LabKeeper:
     """One lab per backend for the whole session, rebuilt only when a module
     asks for other broker settings (bringing a lab up takes 5-15 s)."""
 
-    def __init__(self, names: dict[str, str]):
+    def __init__(self, names: dict[str, str], options=lambda backend: {}):
         self.names = names          # backend -> lab name
+        self.options = options      # backend -> what it must be given (the SSH backend: its hosts)
         self.current: dict = {}     # backend -> Lab
         self.owned: set[str] = set()
 
@@ -34,8 +35,9 @@ class LabKeeper:
             found.wait_healthy(timeout=60)
         except GregorError:
             self.current.pop(backend, None)
-            Lab.down(name, progress=lambda _m: None, backend=backend)
-            found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print, backend=backend)
+            Lab.down(name, progress=lambda _m: None, backend=backend, backend_options=self.options(backend))
+            found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print, backend=backend,
+                           backend_options=self.options(backend))
             self.owned.add(backend)
         self.current[backend] = found
         return found
@@ -50,8 +52,18 @@ class LabKeeper:
 
 
 @pytest.fixture(scope="session")
-def lab_keeper():
+def ssh_hosts(tmp_path_factory):
+    """Hosts with real sshd for the SSH backend, started on first use (tests/ssh_hosts.py)."""
+    from ssh_hosts import SshHosts
+    hosts = SshHosts(tmp_path_factory.mktemp("ssh-hosts"))
+    yield hosts
+    hosts.stop()
+
+
+@pytest.fixture(scope="session")
+def lab_keeper(ssh_hosts):
     from backend_params import lab_name
-    keeper = LabKeeper({"local": lab_name("nem"), "docker": lab_name("nemd")})
+    keeper = LabKeeper({"local": lab_name("nem"), "docker": lab_name("nemd"), "ssh": lab_name("nems")},
+                       options=lambda backend: ssh_hosts.options() if backend == "ssh" else {})
     yield keeper
     keeper.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.controller.lab_options import (add_client_config_argument, add_lab_arguments,
+from harness.controller.lab_options import (add_client_config_argument, add_lab_arguments, backend_options,
                                            add_system_arguments, client_config, system_options)
 from harness.errors import GregorError
 from harness.signals import sigterm_as_interrupt
@@ -65,7 +65,8 @@ def cmd_lab_up(args) -> int:
     with sigterm_as_interrupt():
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
                      progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
-                     system_options=system_options(args), client_config=client_config(args))
+                     system_options=system_options(args), client_config=client_config(args),
+                     backend_options=backend_options(args))
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")
@@ -108,7 +109,7 @@ def cmd_lab_down(args) -> int:
     name = lab_name(args.lab, args.backend)
     release_clients(name)
     kill_leftover_clients(name, progress=_say)
-    Lab.down(name, progress=_say, backend=args.backend)
+    Lab.down(name, progress=_say, backend=args.backend, backend_options=backend_options(args))
     return 0
 
 
@@ -154,4 +155,5 @@ def cmd_demo(args) -> int:
         raise GregorError(f"--time-limit must be at least 5 seconds, got {args.time_limit}")
     with sigterm_as_interrupt():
         return run_demo(name=args.lab, version=args.version, time_limit=args.time_limit, store=args.store,
-                        keep_lab=args.keep_lab, progress=_say, backend=args.backend, system=args.system)
+                        keep_lab=args.keep_lab, progress=_say, backend=args.backend, system=args.system,
+                        backend_options=backend_options(args))

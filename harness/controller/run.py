@@ -98,12 +98,15 @@ def open_lab(cfg: dict) -> Lab:
                 f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend"
                 f"{' (' + ', '.join(differs) + ')' if differs else ''}, not {want[2]} of {want[1]} {want[3]} on "
                 f"{want[0]}; run: gregor lab down --lab {lab.name}")
+        if cfg.get("backend_options") and cfg["backend_options"] != lab.backend_options:
+            raise GregorError(f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
+                              f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}")
         say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
             f"{lab.backend.name} backend)")
         return lab
     return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
                   backend=cfg["backend"], system=cfg["system"], system_options=options,
-                  client_config=cfg.get("client_config"))
+                  client_config=cfg.get("client_config"), backend_options=cfg.get("backend_options"))
 
 
 def learn_cluster(lab, cfg: dict) -> dict:

@@ -6,7 +6,8 @@ import argparse
 import math
 
 from harness import registry
-from harness.controller.lab_options import add_lab_arguments, add_system_arguments, client_config, system_options
+from harness.controller.lab_options import (add_lab_arguments, add_system_arguments, backend_options,
+                                           client_config, system_options)
 from harness.errors import GregorError
 from harness.lab import lab_name
 from nemesis.options import add_nemesis_arguments
@@ -162,6 +163,7 @@ def validate(args) -> dict:
                        else _int(args, "min-insync-replicas", 1)),
         "version": args.version,
         "backend": args.backend,
+        "backend_options": backend_options(args),
         "system": args.system,
         "lab": lab_name(args.lab, args.backend),
         "store": args.store,

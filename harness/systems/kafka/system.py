@@ -35,7 +35,7 @@ def require_java(node) -> None:
     """Kafka needs a JVM on every node: one line naming the node if it has none."""
     found = node.exec(["sh", "-c", "command -v java"], check=False)
     if found.returncode != 0 or not found.stdout.strip():
-        raise GregorError(f"{node.name}: java not found; install a JDK 17+ there "
+        raise GregorError(f"{node.label}: java not found; install a JDK 17+ there "
                           "(Debian: apt-get install openjdk-17-jre-headless)")
 
 
