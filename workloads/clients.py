@@ -157,6 +157,12 @@ class Client:
         """Closes Kafka clients."""
 
 
+def _pending_mops(client: Client) -> list | None:
+    """The mops of an op a client abandons: its sends, nothing read."""
+    mops = client.pending.get("mops")
+    return None if mops is None else unknown_outcome_mops(mops)
+
+
 def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -197,13 +203,12 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
                 link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
                                    + traceback.format_exc(limit=3)})
                 if client.pending is not None:
-                    client.complete("info", client.pending.get("mops"),
-                                    error=type(exc).__name__)
+                    client.complete("info", _pending_mops(client), error=type(exc).__name__)
                 else:
                     client.crashed()
                 time.sleep(0.2)      # no hot loop when the cluster keeps refusing
         if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
-            client.complete("info", client.pending.get("mops"), error="stopped")
+            client.complete("info", _pending_mops(client), error="stopped")
     except (BrokenPipeError, EOFError):
         os._exit(0)                          # the controller is gone
     finally:
@@ -277,7 +282,18 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
     """The mops of a completion whose client died mid-op: its sends stay
     listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
     has one poll mop per record read and nothing is known to have been read."""
-    return [mop for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+    return [dict(mop) for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
+def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
+    """A completion's mops: what the op did, then every send of its invoke it
+    never got to (HISTORY.md: a completion repeats its invoke's sends, also
+    for `fail` and `info`; a fenced instance's unsent writes are exactly what
+    a zombie-write check looks for)."""
+    performed = {(m.get("key"), m.get("value")) for m in done if m.get("f") == "send"}
+    rest = [dict(m) for m in invoke_mops
+            if m.get("f") == "send" and (m.get("key"), m.get("value")) not in performed]
+    return list(done) + rest
 
 
 class ClientPool:

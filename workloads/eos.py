@@ -97,6 +97,6 @@ class CopierClient(Client):
         done = self.runner.run(self.tp, [{"f": "poll"}], abort, consumer=self.consumer,
                                group=self.spec.group, rebalance=self.rebalance,
                                outputs=self.outputs, poll_timeout_s=0.5)
-        if self.process == process and needs_new_instance(done):
+        if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()

@@ -16,7 +16,7 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import errors
-from workloads.clients import Client
+from workloads.clients import Client, with_unperformed_sends
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_producer,
                                 close_consumer, consumer_config, encode, join_keys,
@@ -47,6 +47,7 @@ class TransactionalProducer:
         conf["stats_cb"] = self.stats.on_stats
         self.timeout_ms = conf["transaction.timeout.ms"]
         self.producer = Producer(conf)
+        self.unusable: str | None = None   # set when an abort finds the instance fenced
 
     def init(self) -> bool:
         """Records an `init` op; True when the instance may run transactions."""
@@ -127,6 +128,11 @@ class TxnRunner:
                     fields["rebalance"] = entries
             return fields
 
+        def listed() -> list:
+            """What the op did, plus the invoke's sends it never performed
+            (begin_transaction of an instance already fenced raises first)."""
+            return with_unperformed_sends(out, mops)
+
         def fill_offsets():
             for mop in out:
                 if mop.get("f") == "send" and id(mop) in delivered:
@@ -165,7 +171,7 @@ class TxnRunner:
                 fill_offsets()
                 self.abort(tp)
                 self.rewind(consumer, polled)
-                return client.complete("fail", out, error=ABORTED_ON_PURPOSE, **extras())
+                return client.complete("fail", listed(), error=ABORTED_ON_PURPOSE, **extras())
         except (KafkaException, TimeoutError) as exc:
             fill_offsets()
             self.abort(tp)
@@ -173,7 +179,7 @@ class TxnRunner:
             outcome = errors.classify(exc if isinstance(exc, KafkaException)
                                       else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
                                       errors.TXN_BODY)
-            return client.complete("fail", out, error=outcome.error, **extras())
+            return client.complete("fail", listed(), error=outcome.error, **extras())
 
         fill_offsets()
         commit_time = client.link.now_ns()
@@ -181,7 +187,7 @@ class TxnRunner:
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
                 fill_offsets()
-                return client.complete("ok", out, **extras())
+                return client.complete("ok", listed(), **extras())
             except KafkaException as exc:
                 err = errors.error_of(exc)
                 if err is not None and err.retriable() and attempt < 2:
@@ -193,7 +199,7 @@ class TxnRunner:
                     self.abort(tp)
                 if outcome.type == "fail":
                     self.rewind(consumer, polled)
-                return client.complete(outcome.type, out, error=outcome.error, **extras())
+                return client.complete(outcome.type, listed(), error=outcome.error, **extras())
         raise AssertionError("unreachable")
 
     def positions(self, polled: list) -> list[tuple[int, int]]:
@@ -205,8 +211,12 @@ class TxnRunner:
     def abort(self, tp: TransactionalProducer) -> None:
         try:
             tp.producer.abort_transaction(CALL_TIMEOUT_S)
-        except KafkaException:
-            pass    # fenced or fatal: the caller replaces the instance
+        except KafkaException as exc:
+            # fenced or fatal: the instance cannot run another transaction
+            # (its next begin_transaction would raise), so it is replaced
+            err = errors.error_of(exc)
+            if err is not None and (err.fatal() or err.name() in errors.FENCING):
+                tp.unusable = err.name()
 
     def rewind(self, consumer, polled: list) -> None:
         """Seeks back to the first record read in an aborted transaction.
@@ -226,9 +236,11 @@ class TxnRunner:
                 pass    # no longer assigned: the rebalance entry resets the position
 
 
-def needs_new_instance(completion: dict) -> bool:
-    """After a fencing or fatal error the producer instance cannot go on."""
-    return completion.get("error") in errors.FENCING or completion.get("type") == "info"
+def needs_new_instance(completion: dict, tp: TransactionalProducer | None = None) -> bool:
+    """After a fencing or fatal error the producer instance cannot go on
+    (also when only the abort of an op, e.g. one aborted on purpose, found it fenced)."""
+    return (completion.get("error") in errors.FENCING or completion.get("type") == "info"
+            or bool(tp is not None and tp.unusable))
 
 
 class TxnClient(Client):
@@ -282,6 +294,6 @@ class TxnClient(Client):
         process = self.process
         done = self.runner.run(self.tp, plan.mops, plan.abort, consumer=self.consumer,
                                group=self.group, rebalance=self.rebalance)
-        if self.process == process and needs_new_instance(done):
+        if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()

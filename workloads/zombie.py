@@ -82,7 +82,7 @@ class ZombieClient(Client):
         plan = self.plans.txn(max_mops=3, polls=False)
         process = self.process
         done = self.runner.run(self.tp, plan.mops, plan.abort, hold_s=0.05)
-        if self.process == process and needs_new_instance(done):
+        if self.process == process and needs_new_instance(done, self.tp):
             self.close()
             self.active = False
 
