@@ -22,6 +22,10 @@ NodeState = Literal["running", "paused", "dead"]
 
 # Faults a backend may be able to perform on its nodes (Backend.faults).
 NODE_FAULTS = ("partition", "pause", "kill", "netem")
+# A power cut: the system's process dies and its data directory loses what was
+# never fsynced. Only a backend whose nodes can serve that directory from
+# powerfs (harness/powerfs.py: FUSE and mfusepy on the node) lists it.
+POWER_LOSS = "power-loss"
 
 
 class RoleUnavailable(Exception):

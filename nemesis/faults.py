@@ -16,14 +16,16 @@ from __future__ import annotations
 import random
 
 from harness.procfs import identity
-from nemesis import kill, netem, partitions, pause
+from nemesis import kill, netem, partitions, pause, power
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step
 from nemesis.targets import Target, TargetResolver, TargetUnavailable
 
-START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem"}
-STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem"}
+START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem",
+           "power-loss": "power-off"}
+STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem",
+          "power-loss": "power-on"}
 
 
 def fault_value(nodes, clients=(), **fields) -> dict:
@@ -59,7 +61,7 @@ class Nemesis:
         entry = None
         try:
             target = self.resolver.resolve(step.target, need_place=(step.fault == "partition"))
-            entry, value = getattr(self, "_" + step.fault)(step, target)
+            entry, value = getattr(self, "_" + step.fault.replace("-", "_"))(step, target)
         except TargetUnavailable as why:
             self._record("info", f, fault_value([], skipped=str(why), target=step.target))
             return None
@@ -147,6 +149,13 @@ class Nemesis:
     def _kill(self, step: Step, target: Target):
         entry = self.ledger.add({"fault": "kill", "nodes": list(target.nodes), "role": target.role})
         return entry, fault_value(target.nodes, role=target.role, killed=kill.kill_nodes(self.lab, target.nodes))
+
+    def _power_loss(self, step: Step, target: Target):
+        power.require_powerfs(self.lab)
+        entry = self.ledger.add({"fault": "power-loss", "nodes": list(target.nodes), "role": target.role})
+        lost = power.cut_power(self.lab, target.nodes)
+        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes), lost=lost,
+                                  lost_bytes=sum(n["lost_bytes"] for n in lost.values()))
 
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]

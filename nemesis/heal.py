@@ -37,11 +37,12 @@ def heal_entry(lab, entry: dict) -> dict:
         if entry.get("clients"):
             out["resumed_clients"] = clients
         return out
-    if fault == "kill":
+    if fault in ("kill", "power-loss"):   # after a power cut, start_nodes mounts the storage first
         return {"started": kill.start_nodes(lab, nodes)}
     if fault == "netem":
         netem.clear(lab, nodes)
         return {"cleared": nodes}
+
     raise ValueError(f"unknown fault in ledger entry: {entry!r}")
 
 

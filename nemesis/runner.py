@@ -4,6 +4,12 @@
 `finally`; stop() heals every fault still in force and records the heals.
 Where nobody handles SIGTERM yet, it unwinds like Ctrl-C so that `finally`
 runs for it too; a crash is covered by the ledger.
+
+Given the main phase's deadline, it starts no fault that could not be held
+and healed with `tail_s` of ordinary operation left after it: writes that
+go on after a heal reuse the offsets a lossy election truncated, and that
+reuse is what makes a lost write visible (a loss in the last seconds would
+only leave the final drain waiting for offsets that no longer exist).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import atexit
 import random
 import threading
+import time
 from collections import Counter
 
 from harness.errors import GregorError
@@ -24,7 +31,8 @@ from nemesis.targets import parse_target
 
 class NemesisRunner:
     def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
-                 progress=None):
+                 progress=None, deadline: float | None = None, tail_s: float | None = None,
+                 plan_steps=None):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -38,6 +46,8 @@ class NemesisRunner:
         self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
         self.seed = seed
         self.progress = progress or (lambda message: None)
+        self.deadline = deadline          # time.monotonic() at which the main phase ends
+        self.tail_s = float(interval_s if tail_s is None else tail_s)
         self._nemesis: Nemesis | None = None
         self._ledger = Ledger.for_lab(ctx.lab.name)
         self._stop = threading.Event()
@@ -51,8 +61,11 @@ class NemesisRunner:
         self.netem_profiles = None
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
-        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
-                      if self.faults else iter(()))
+        if plan_steps is not None:       # a fixed script (scenarios) instead of the seeded draw
+            self._plan = iter(plan_steps)
+        else:
+            self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
+                          if self.faults else iter(()))
 
     # --- the contract ---------------------------------------------------------
 
@@ -81,13 +94,23 @@ class NemesisRunner:
         """For test.json: the parameters and what was done (the history has
         the details)."""
         return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
-                "seed": self.seed, "netem_profiles": self.netem_profiles, "counts": dict(self._counts), "ops": list(self._log)}
+                "seed": self.seed, "netem_profiles": self.netem_profiles, "tail_s": self.tail_s,
+                "counts": dict(self._counts), "ops": list(self._log)}
 
     # --- the thread -------------------------------------------------------------
+
+    def room_for(self, step: Step) -> bool:
+        """Whether the step can be held, healed and followed by tail_s of writes
+        before the main phase ends."""
+        return self.deadline is None or time.monotonic() + step.hold_s + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
         for step in self._plan:
             if self._stop.wait(step.quiet_s):
+                return
+            if not self.room_for(step):
+                self.progress(f"nemesis: no room for another fault before the end "
+                              f"(hold {step.hold_s:g} s + {self.tail_s:g} s of writes after the heal)")
                 return
             entry = self._start(step)
             if entry is None:      # skipped: nothing to hold, go on to the next quiet period

@@ -16,7 +16,7 @@ from harness.errors import GregorError
 from nemesis import netem
 from nemesis.targets import parse_target
 
-FAULTS = ("partition", "pause", "kill", "netem")
+FAULTS = ("partition", "pause", "kill", "netem", "power-loss")
 DEFAULT_TARGETS = ("one", "leader", "controller", "coordinator", "minority", "majority", "all", "client")
 
 # Faults that act on a node's network or process; a client target only

@@ -28,7 +28,7 @@ from harness.errors import GregorError
 from harness.node import ExecNode
 from harness.paths import labs_dir
 from harness.procfs import proc_cmdline, proc_state
-from harness.protocols import NODE_FAULTS
+from harness.protocols import NODE_FAULTS, POWER_LOSS
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent
 
@@ -59,6 +59,17 @@ def require_root() -> None:
         raise GregorError("the lab needs root (network namespaces, iptables, tc); run with sudo")
 
 
+def _spawn(full: list[str], log: str, pid_file: str, env: dict | None, cwd: str | None) -> int:
+    """A long-running process in a session of its own, output to `log`, pid to `pid_file`."""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        child = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None)
+    _CHILDREN[child.pid] = child
+    Path(pid_file).write_text(f"{child.pid}\n")
+    return child.pid
+
+
 class NamespaceNode(ExecNode):
     """A node (or a client place) that is a network namespace on this host."""
 
@@ -71,8 +82,16 @@ class NamespaceNode(ExecNode):
 
     def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
              stdin: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run([*self.exec_prefix(), *argv], capture_output=True, text=True,
-                                timeout=timeout, input=stdin)
+        return self._run([*self.exec_prefix(), *argv], argv, check, timeout, stdin)
+
+    def fs_exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30):
+        """On this host itself: `ip netns exec` gives each command a mount
+        namespace of its own, where a mount would stay unseen by the broker."""
+        return self._run(list(argv), argv, check, timeout, None)
+
+    def _run(self, full: list[str], argv: Sequence[str], check: bool, timeout: float,
+             stdin: str | None) -> subprocess.CompletedProcess:
+        result = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             raise GregorError(f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
                               f"{(result.stderr or result.stdout).strip()[:300]}")
@@ -87,14 +106,11 @@ class NamespaceNode(ExecNode):
         """Starts argv in the namespace, in a session of its own (Ctrl-C in the
         terminal never reaches it); `ip netns exec` execs in place, so the pid
         written to pid_file is the process's own."""
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            child = subprocess.Popen([*self.exec_prefix(), *argv], stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
-                                     env={**os.environ, **env} if env else None)
-        _CHILDREN[child.pid] = child
-        Path(pid_file).write_text(f"{child.pid}\n")
-        return child.pid
+        return _spawn([*self.exec_prefix(), *argv], log, pid_file, env, cwd)
+
+    def fs_spawn(self, argv: Sequence[str], *, log: str, pid_file: str) -> int:
+        """On this host itself (see fs_exec)."""
+        return _spawn(list(argv), log, pid_file, None, None)
 
     def upload(self, local: str, remote: str) -> None:
         copy_path(local, remote)   # same file system
@@ -144,7 +160,7 @@ class LocalBackend(BridgePlaces):
     """Network namespaces on this host."""
 
     name = "local"
-    faults = frozenset(NODE_FAULTS)
+    faults = frozenset(NODE_FAULTS) | {POWER_LOSS}   # nodes share this host's FUSE (/dev/fuse)
 
     def can_look_without_starting(self) -> bool:
         return os.geteuid() == 0
@@ -167,6 +183,7 @@ class LocalBackend(BridgePlaces):
         progress(f"lab {lab}: bridge {netns.bridge_name(lab)} {state['bridge_ip']}/{subnet.prefixlen}, "
                  f"{len(names)} namespaces")
         kill_processes_under(Path(state["lab_dir"]))   # an older crashed lab's processes hold its files
+        unmount_under(Path(state["lab_dir"]))
         shutil.rmtree(state["lab_dir"], ignore_errors=True)
         netns.create_bridge(lab, state["bridge_ip"], subnet.prefixlen)
         netns.bridge_forwarding(netns.bridge_name(lab), allow=True)
@@ -181,7 +198,7 @@ class LocalBackend(BridgePlaces):
                               netns.ns_name(lab, n["name"])) for n in state["nodes"]]
 
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
-        _copy_tree(node.home, local_dir, skip={"data"})
+        _copy_tree(node.home, local_dir, skip={"data", "disk"})   # disk: powerfs's copy of data
 
     def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
         require_root()
@@ -190,6 +207,9 @@ class LocalBackend(BridgePlaces):
         killed = kill_processes_under(lab_dir)
         if killed:
             done.append(f"{killed} processes killed")
+        unmounted = unmount_under(lab_dir)
+        if unmounted:
+            done.append(f"{unmounted} powerfs mounts removed")
         spaces = remove_namespaces(lab)
         if spaces:
             done.append(f"{spaces} namespaces removed")
@@ -206,6 +226,7 @@ class LocalBackend(BridgePlaces):
         found += [f"link {link}" for link in netns.links_with_prefix(prefix)]
         marker = f"{labs_dir() / lab}/"
         found += [f"process {pid}" for pid in _pids_with(marker)]
+        found += [f"mount {point}" for point in mounts_under(labs_dir() / lab)]
         if (labs_dir() / lab).exists():
             found.append(f"dir {labs_dir() / lab}")
         return found
@@ -238,6 +259,27 @@ def kill_processes_under(directory: Path) -> int:
         time.sleep(0.05)   # a dead process has an empty cmdline (zombie) or none at all
     reap_children()
     return killed
+
+
+def mounts_under(directory: Path) -> list[str]:
+    """Mount points inside `directory` (powerfs mounts of a lab's nodes), deepest first."""
+    prefix = f"{directory}/"
+    points = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def unmount_under(directory: Path) -> int:
+    """Lazily unmounts every mount inside `directory` (their daemons may be dead
+    already: a dead FUSE mount would keep the directory from being removed)."""
+    points = mounts_under(directory)
+    for point in points:
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    return len(points)
 
 
 def copy_path(source: str, target: str) -> None:

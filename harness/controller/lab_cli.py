@@ -23,6 +23,9 @@ def register(subparsers) -> None:
     up.add_argument("--broker-config-file", action="append", default=[], metavar="FILE",
                     help="properties file of broker settings (repeatable)")
     up.add_argument("--timeout", type=float, default=120, help="seconds to wait for health (default 120)")
+    up.add_argument("--storage", default="disk", choices=["disk", "powerfs"],
+                    help="powerfs: serve each node's data from a FUSE file system that a power-loss "
+                         "fault can roll back to its last fsync (local backend; default disk)")
     up.set_defaults(func=cmd_lab_up)
 
     status = lab_sub.add_parser("status", help="nodes, processes, controller and partition leaders")
@@ -60,7 +63,8 @@ def cmd_lab_up(args) -> int:
     overrides = kafka_config.parse_overrides(args.broker_config, args.broker_config_file)
     with sigterm_as_interrupt():
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
-                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system)
+                     progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
+                     storage=args.storage)
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")

@@ -87,17 +87,19 @@ def open_lab(cfg: dict) -> Lab:
     except GregorError:
         lab = None
     if lab is not None:
-        have = (lab.backend.name, lab.system.name, len(lab.nodes), lab.version)
-        want = (cfg["backend"], cfg["system"], cfg["nodes"], cfg["version"] or lab.version)
+        have = (lab.backend.name, lab.system.name, len(lab.nodes), lab.version, lab.storage)
+        want = (cfg["backend"], cfg["system"], cfg["nodes"], cfg["version"] or lab.version,
+                cfg.get("storage", "disk"))
         if have != want:
             raise GregorError(
-                f"lab {lab.name!r} is up with {have[2]} nodes of {have[1]} {have[3]} on the {have[0]} backend, "
-                f"not {want[2]} of {want[1]} {want[3]} on {want[0]}; run: gregor lab down --lab {lab.name}")
+                f"lab {lab.name!r} is up with {have[2]} nodes of {have[1]} {have[3]} on the {have[0]} backend "
+                f"(storage {have[4]}), not {want[2]} of {want[1]} {want[3]} on {want[0]} (storage {want[4]}); "
+                f"run: gregor lab down --lab {lab.name}")
         say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
             f"{lab.backend.name} backend)")
         return lab
     return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
-                  backend=cfg["backend"], system=cfg["system"])
+                  backend=cfg["backend"], system=cfg["system"], storage=cfg.get("storage", "disk"))
 
 
 def heal_before(lab) -> None:
@@ -277,7 +279,8 @@ def run(cfg: dict) -> int:
             if cfg["nemesis"]:
                 from nemesis.runner import NemesisRunner
                 runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
-                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
+                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say,
+                                       deadline=deadline)
                 runner.start()
             for conductor in conductors:
                 conductor.start()

@@ -9,6 +9,7 @@ from harness import registry
 from harness.controller.lab_options import add_lab_arguments
 from harness.errors import GregorError
 from harness.lab import lab_name
+from harness.protocols import POWER_LOSS
 from nemesis.options import add_nemesis_arguments
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
@@ -55,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--replication-factor", default=None, help="default: min(3, nodes)")
     add("--client-netns", action="store_true",
         help="start each client in a network namespace of its own")
+    add("--storage", default=None, choices=["disk", "powerfs"],
+        help="where a new lab keeps the brokers' data (default: powerfs when --nemesis has "
+             "power-loss, else disk)")
     add("--no-check", action="store_true", help="skip the checker and the report")
     add_nemesis_arguments(parser)
 
@@ -138,6 +142,9 @@ def validate(args) -> dict:
         "check": not args.no_check,
         "nemesis": nemesis_faults(args),
     }
+    cfg["storage"] = args.storage or ("powerfs" if POWER_LOSS in cfg["nemesis"] else "disk")
+    if POWER_LOSS in cfg["nemesis"] and cfg["storage"] != "powerfs":
+        raise GregorError("--nemesis power-loss needs --storage powerfs (a plain disk cannot lose power)")
     if cfg["concurrency"] < module.MIN_CONCURRENCY:
         raise GregorError(f"--concurrency {cfg['concurrency']} is too low: the "
                           f"{args.workload} workload needs at least {module.MIN_CONCURRENCY}")

@@ -85,6 +85,31 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
     return found
 
 
+def unrepeated_sends(history: list[dict]) -> list[str]:
+    """Completions that do not list every send of their invoke, whatever their
+    type (HISTORY.md: a completion repeats the invoke's sends, also for
+    `fail` and `info`)."""
+    pending: dict = {}
+    found = []
+    for event in history:
+        process = event.get("process")
+        if process == "nemesis":
+            continue
+        if event.get("type") == "invoke":
+            pending[process] = event
+            continue
+        invoked = pending.pop(process, None)
+        if invoked is None:
+            continue
+        want = [(m["key"], m["value"]) for m in invoked.get("mops") or () if m.get("f") == "send"]
+        have = {(m.get("key"), m.get("value")) for m in event.get("mops") or () if m.get("f") == "send"}
+        missing = [s for s in want if s not in have]
+        if missing:
+            found.append(f"event {event.get('index')} ({event.get('type')} {event.get('f')} "
+                         f"{event.get('error')}): invoke {invoked.get('index')} sent {missing}, not listed")
+    return found
+
+
 def check_send_value(event, mop, keys, values, bad) -> None:
     key, value = mop.get("key"), mop.get("value")
     if key not in keys:

@@ -73,7 +73,7 @@ class KafkaSystem:
         homes = {}
         for node in nodes:
             homes[node.name] = node.provide(str(kafka.home))
-            props = config.node_properties(broker_ids[node.name], node.address, voters, f"{node.home}/data",
+            props = config.node_properties(broker_ids[node.name], node.address, voters, self.data_dir(node),
                                            len(nodes), self.overrides)
             node.write_text(f"{node.home}/server.properties", config.render(props))
         self._state = {"name": self.name, "version": self.version, "cluster_id": cluster_id,
@@ -85,6 +85,11 @@ class KafkaSystem:
         self._format_storage(nodes)
         for node in nodes:
             node.service = self.service(node)
+
+    def data_dir(self, node) -> str:
+        """Where the node's durable state lives (log.dirs; KRaft's metadata log too):
+        what a power cut hits when the lab's storage is powerfs."""
+        return f"{node.home}/data"
 
     def _format_storage(self, nodes) -> None:
         """kafka.tools.StorageTool on every node at once (one short JVM each)."""
