@@ -238,9 +238,10 @@ class ExecNode:
         """Our iptables chains, before any fault needs them."""
         netfaults.install_chains(self)
 
-    def drop_from(self, addresses: Iterable[str]) -> None:
-        """Drop every packet arriving from these addresses (one-way cut)."""
-        netfaults.drop(self, "in", addresses_of(addresses))
+    def drop_from(self, addresses: Iterable[str], port: int | None = None) -> None:
+        """Drop every packet arriving from these addresses (one-way cut); with
+        `port`, only those to that TCP port of this node."""
+        netfaults.drop(self, "in", addresses_of(addresses), port=port)
 
     def drop_to(self, addresses: Iterable[str]) -> None:
         """Drop every packet this node sends to these addresses (one-way cut)."""

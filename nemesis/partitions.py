@@ -158,13 +158,18 @@ def apply_grudge(lab, grudge: Grudge) -> None:
             lab.node(name).drop_from([lab.node(s).address for s in sorted(sources)])
 
 
-def cut_client(lab, place, node_names, both_ways: bool = True) -> None:
-    """The client's place drops its packets to the nodes (and, both ways,
-    those from them too): rules on the client's side, so the same cut works
-    whatever the nodes are. One way only means requests vanish while the
-    client still hears the cluster, the shape of a half-broken link."""
+CLIENT_CUTS = {"client": "both", "client-one-way": "client->nodes", "client-deaf": "nodes->client"}
+
+
+def cut_client(lab, place, node_names, direction: str = "both") -> None:
+    """Rules on the client's side (its place), so the same cut works whatever
+    the nodes are. "both": nothing passes. "client->nodes": requests vanish
+    while the client still hears the cluster, the shape of a half-broken link.
+    "nodes->client": requests arrive and are acted on, the answers vanish:
+    the client cannot know its write was appended (a lost acknowledgement)."""
     addresses = [lab.node(name).address for name in node_names]
     cut = lab.place_node(place)
-    cut.drop_to(addresses)
-    if both_ways:
+    if direction in ("both", "client->nodes"):
+        cut.drop_to(addresses)
+    if direction in ("both", "nodes->client"):
         cut.drop_from(addresses)

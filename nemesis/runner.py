@@ -32,7 +32,7 @@ from nemesis.targets import parse_target
 class NemesisRunner:
     def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
                  progress=None, deadline: float | None = None, tail_s: float | None = None,
-                 plan_steps=None):
+                 shape: str | None = None, hold_s: float | None = None):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -61,11 +61,10 @@ class NemesisRunner:
         self.netem_profiles = None
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
-        if plan_steps is not None:       # a fixed script (scenarios) instead of the seeded draw
-            self._plan = iter(plan_steps)
-        else:
-            self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
-                          if self.faults else iter(()))
+        self.shape, self.hold_s = shape, hold_s
+        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles,
+                           shape=shape, hold_s=hold_s)
+                      if self.faults else iter(()))
 
     # --- the contract ---------------------------------------------------------
 
@@ -95,6 +94,7 @@ class NemesisRunner:
         the details)."""
         return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
                 "seed": self.seed, "netem_profiles": self.netem_profiles, "tail_s": self.tail_s,
+                "shape": self.shape, "hold_s": self.hold_s,
                 "counts": dict(self._counts), "ops": list(self._log)}
 
     # --- the thread -------------------------------------------------------------
@@ -113,7 +113,7 @@ class NemesisRunner:
                               f"(hold {step.hold_s:g} s + {self.tail_s:g} s of writes after the heal)")
                 return
             entry = self._start(step)
-            if entry is None:      # skipped: nothing to hold, go on to the next quiet period
+            if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
                 continue
             self._stop.wait(step.hold_s)
             with self._lock:
@@ -135,7 +135,8 @@ class NemesisRunner:
             if entry is None:
                 self._counts["skipped"] += 1
                 return None
-            self._active[entry["id"]] = entry
+            if not entry.get("instant"):
+                self._active[entry["id"]] = entry
             self._counts[step.fault] += 1
             self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
                               **({"shape": step.shape} if step.shape else {}),

@@ -59,7 +59,10 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
                 bad(event, f"process has two ops in flight (also {pending[process]['index']})")
             pending[process] = event
             for mop in event.get("mops") or ():
-                if mop.get("f") == "send":
+                if mop.get("f") == "send" and event.get("resend"):
+                    if (mop.get("key"), mop.get("value")) not in values:   # a resend repeats an old write
+                        bad(event, f"resend of value {mop.get('value')} to key {mop.get('key')}, never sent before")
+                elif mop.get("f") == "send":
                     check_send_value(event, mop, keys, values, bad)
         else:
             invoked = pending.pop(process, None)
