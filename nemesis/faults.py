@@ -173,8 +173,8 @@ class Nemesis:
         The other nodes' packets to the leader's client port (where followers
         fetch) are dropped, while the controller quorum and the clients still
         reach it; once the cluster reports the leader as the only in-sync
-        replica (or half the hold has passed) the leader takes writes alone
-        for LONE_LEADER_WRITES_S, then gets SIGKILL."""
+        replica (or the hold has passed) the leader takes writes alone for
+        LONE_LEADER_WRITES_S, then gets SIGKILL, and the fault is held again."""
         leader = target.nodes[0]
         key = target.role.split(":", 1)[1]
         topic, partition = self.ctx.test["keys"][key]
@@ -184,7 +184,7 @@ class Nemesis:
         entry = self.ledger.add({"fault": "lone-leader", "nodes": [leader], "role": target.role})
         node.drop_from([self.lab.node(n).address for n in others], port=port)
         started = time.monotonic()
-        isr = self._wait_lone(topic, int(partition), leader, started + step.hold_s / 2)
+        isr = self._wait_lone(topic, int(partition), leader, started + step.hold_s)
         shrunk_s = round(time.monotonic() - started, 3)
         time.sleep(LONE_LEADER_WRITES_S)
         killed = kill.kill_nodes(self.lab, [leader])

@@ -25,7 +25,7 @@ from harness.signals import unwind_on_sigterm
 from nemesis import netem
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
-from nemesis.schedule import FAULTS, Step, plan
+from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan
 from nemesis.targets import parse_target
 
 
@@ -102,7 +102,8 @@ class NemesisRunner:
     def room_for(self, step: Step) -> bool:
         """Whether the step can be held, healed and followed by tail_s of writes
         before the main phase ends."""
-        return self.deadline is None or time.monotonic() + step.hold_s + self.tail_s <= self.deadline
+        held = step.hold_s * (2 if step.fault in LEADER_FAULTS else 1)   # lone-leader: shrink, then kill
+        return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
         for step in self._plan:

@@ -122,8 +122,9 @@ def nemesis_faults(args) -> list[str]:
     return [] if faults in ([], ["none"]) else faults
 
 
-# Faults made of other faults: a backend that can do the parts can do them.
-COMPOSITE_FAULTS = {"lone-leader": ("partition", "kill")}
+# Faults made of other faults: a backend that can do the parts can do them
+# (kill-client acts on the run's own client processes: it needs nothing of a backend).
+COMPOSITE_FAULTS = {"lone-leader": ("partition", "kill"), "kill-client": ()}
 
 
 def check_faults_possible(backend: str, faults: list[str]) -> None:
