@@ -29,6 +29,7 @@ START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "ne
 STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem",
           "power-loss": "power-on", "lone-leader": "stop-lone-leader"}
 LONE_LEADER_WRITES_S = 3.0   # acknowledged writes on the lone leader before it is killed
+LONE_LEADER_WAIT_S = 25.0    # at most this long for the ISR to shrink (replica.lag.time.max.ms and more)
 
 
 def fault_value(nodes, clients=(), **fields) -> dict:
@@ -173,8 +174,8 @@ class Nemesis:
         The other nodes' packets to the leader's client port (where followers
         fetch) are dropped, while the controller quorum and the clients still
         reach it; once the cluster reports the leader as the only in-sync
-        replica (or the hold has passed) the leader takes writes alone for
-        LONE_LEADER_WRITES_S, then gets SIGKILL, and the fault is held again."""
+        replica (or after LONE_LEADER_WAIT_S) the leader takes writes alone
+        for LONE_LEADER_WRITES_S, then gets SIGKILL, and the fault is held."""
         leader = target.nodes[0]
         key = target.role.split(":", 1)[1]
         topic, partition = self.ctx.test["keys"][key]
@@ -184,7 +185,7 @@ class Nemesis:
         entry = self.ledger.add({"fault": "lone-leader", "nodes": [leader], "role": target.role})
         node.drop_from([self.lab.node(n).address for n in others], port=port)
         started = time.monotonic()
-        isr = self._wait_lone(topic, int(partition), leader, started + step.hold_s)
+        isr = self._wait_lone(topic, int(partition), leader, started + LONE_LEADER_WAIT_S)
         shrunk_s = round(time.monotonic() - started, 3)
         time.sleep(LONE_LEADER_WRITES_S)
         killed = kill.kill_nodes(self.lab, [leader])

@@ -23,7 +23,7 @@ from collections import Counter
 from harness.errors import GregorError
 from harness.signals import unwind_on_sigterm
 from nemesis import netem
-from nemesis.faults import Nemesis
+from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan
 from nemesis.targets import parse_target
@@ -102,7 +102,9 @@ class NemesisRunner:
     def room_for(self, step: Step) -> bool:
         """Whether the step can be held, healed and followed by tail_s of writes
         before the main phase ends."""
-        held = step.hold_s * (2 if step.fault in LEADER_FAULTS else 1)   # lone-leader: shrink, then kill
+        held = step.hold_s
+        if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
+            held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
         return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
