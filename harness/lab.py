@@ -28,6 +28,9 @@ from harness.protocols import ClientPlace
 
 HEALTH_TOPIC = "gregor-health"
 MAX_NODES = 15
+# "disk": the system's data on the node's own file system; "powerfs": served by
+# harness/powerfs.py, so that a power cut (nemesis power-loss) loses what was never fsynced.
+STORAGES = ("disk", "powerfs")
 
 
 def lab_name(name: str | None, backend: str = "local") -> str:
@@ -134,8 +137,31 @@ class Lab:
         may add what a reader must know, e.g. the SSH backend's hosts and how
         their keys were checked)."""
         extra = getattr(self.backend, "describe", None)
-        return {"backend": self.backend.name, **(extra(self._state["backend"]) if extra else {}),
-                **self.system.describe()}
+        found = {"backend": self.backend.name, **(extra(self._state["backend"]) if extra else {}),
+                 **self.system.describe()}
+        if self.storage == "powerfs":
+            found["power"] = "data on powerfs: a power cut loses what was never fsynced"
+        return found
+    # --- storage --------------------------------------------------------------------------
+    @property
+    def storage(self) -> str:
+        return self._state.get("storage", "disk")
+
+    def data_dir(self, node) -> str:
+        """The directory of the node's durable state, as the system says."""
+        where = getattr(self.system, "data_dir", None)
+        if where is None:
+            raise GregorError(f"the {self.system.name} system does not say where its data lives, "
+                              "so its nodes cannot lose power")
+        return where(node)
+
+    def start_node(self, name: str) -> None:
+        """Starts the system on a dead node, its storage served first (after a
+        power cut its powerfs mount is gone)."""
+        node = self.node(name)
+        if self.storage == "powerfs":
+            node.mount_powerfs(self.data_dir(node))
+        node.start()
 
     # --- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -143,12 +169,15 @@ class Lab:
            name: str | None = None, progress: Callable[[str], None] | None = print,
            jvm_opts: list[str] | None = None, timeout: float = 120, backend: str = "local",
            system: str = "kafka", backend_options: dict | None = None,
-           system_options: dict | None = None, client_config: dict | None = None) -> "Lab":
+           system_options: dict | None = None, client_config: dict | None = None,
+           storage: str = "disk") -> "Lab":
         """Provisions the nodes, deploys the system, starts it, waits until healthy.
 
         `nodes` counts brokers; the system says which nodes that takes
         (dedicated controllers add some, kfake runs all its brokers on one,
-        an external cluster needs none of ours)."""
+        an external cluster needs none of ours). storage "powerfs" serves each
+        node's data directory from powerfs, so the power-loss fault can take
+        what was never fsynced (backends that list it)."""
         started = time.monotonic()
         progress = progress or (lambda _message: None)
         name = lab_name(name, backend)
@@ -159,11 +188,13 @@ class Lab:
         chosen = registry.backend(backend, **(backend_options or {}))
         the_system = registry.system_class(system)(version, broker_overrides, jvm_opts, system_options)
         the_system.client_config = dict(client_config or {})   # for a system that asks the cluster first
+        check_storage(storage, chosen)
         chosen.check()
         _refuse_running(name, chosen)
         the_system.install(progress)
         state = {"name": name, "backend": {"name": backend, "options": dict(backend_options or {})},
-                 "system": {"name": system, "version": the_system.version}, "brokers": nodes, "up_seconds": None}
+                 "system": {"name": system, "version": the_system.version}, "brokers": nodes, "up_seconds": None,
+                 "storage": storage}
         _write_state(state)
         try:
             state["backend"].update(chosen.provision(name, the_system.node_names(nodes), progress))
@@ -176,9 +207,10 @@ class Lab:
             lab = cls(state, client_config)
             if lab.nodes:
                 progress(f"lab {name}: starting {the_system.name} {the_system.version} on "
-                         f"{', '.join(n.name for n in lab.nodes)}")
+                         f"{', '.join(n.name for n in lab.nodes)}"
+                         + (" (data on powerfs)" if storage == "powerfs" else ""))
             for node in lab.nodes:
-                node.start()
+                lab.start_node(node.name)
             elapsed = lab.wait_healthy(timeout=timeout, progress=progress, since=started)
             lab.up_seconds = state["up_seconds"] = round(elapsed, 2)
             _write_state(state)
@@ -343,7 +375,7 @@ class Lab:
             if state == "paused":
                 node.resume()
             elif state == "dead":
-                node.start()
+                self.start_node(node.name)
         self._reload()
         for client in list(self._state["backend"].get("clients", {})):
             self.remove_client_place(client)
@@ -364,6 +396,16 @@ class Lab:
         current = read_state(self.name)
         if current is not None:
             self._state["backend"]["clients"] = current["backend"].get("clients", {})
+
+
+def check_storage(storage: str, backend) -> None:
+    """powerfs needs a backend that can cut power (Backend.faults lists power-loss)."""
+    from harness.protocols import POWER_LOSS
+    if storage not in STORAGES:
+        raise GregorError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    if storage == "powerfs" and POWER_LOSS not in backend.faults:
+        raise GregorError(f"the {backend.name} backend cannot serve a node's data from powerfs, so it "
+                          "cannot cut power; use --backend local")
 
 
 def _write_state(state: dict) -> None:

@@ -39,12 +39,14 @@ def install_chains(node) -> None:
             _iptables(node, "-I", hook, "1", "-j", chain)
 
 
-def drop(node, direction: str, addresses) -> None:
-    """DROP packets from (`in`) or to (`out`) these addresses."""
+def drop(node, direction: str, addresses, port: int | None = None) -> None:
+    """DROP packets from (`in`) or to (`out`) these addresses; with `port`,
+    only TCP packets to that port of the receiving side."""
     chain, flag = (CHAIN_IN, "-s") if direction == "in" else (CHAIN_OUT, "-d")
+    only = [] if port is None else ["-p", "tcp", "--dport", str(int(port))]
     for address in addresses:
         ipaddress.ip_address(address)   # refuse anything that is not an address
-        rule = [chain, flag, str(address), "-j", "DROP"]
+        rule = [chain, flag, str(address), *only, "-j", "DROP"]
         if _iptables(node, "-C", *rule, check=False).returncode != 0:
             _iptables(node, "-A", *rule)
 

@@ -10,6 +10,7 @@ directly), never with other semantics.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from typing import Iterable, Sequence
@@ -195,14 +196,58 @@ class ExecNode:
         while (self.state() == state) != present and time.monotonic() < deadline:
             time.sleep(0.02)
 
+    # --- storage that can lose power (harness/powerfs.py) ---------------------------
+    def fs_exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30):
+        """Runs a command where the node's mounts are made and seen (the node itself)."""
+        return self.exec(argv, check=check, timeout=timeout)
+
+    def fs_spawn(self, argv: Sequence[str], *, log: str, pid_file: str) -> int:
+        return self.spawn(argv, log=log, pid_file=pid_file)
+
+    def powerfs_files(self) -> dict[str, str]:
+        """Where powerfs keeps the node's real data (`disk`), its control socket and its log."""
+        return {"backing": f"{self.home}/disk", "control": f"{self.home}/powerfs.sock",
+                "log": f"{self.home}/powerfs.log", "pid_file": f"{self.home}/powerfs.pid"}
+
+    def powerfs_mounted(self, mount: str) -> bool:
+        return self.fs_exec([*self.tool("powerfs.py"), "wait", "--mount", mount, "--timeout", "0"],
+                            check=False).returncode == 0
+
+    def mount_powerfs(self, mount: str, timeout: float = 20) -> bool:
+        """Serves the directory `mount` from powerfs (the first time, its content
+        becomes powerfs's disk); True if it had to be mounted, False if it was."""
+        if self.powerfs_mounted(mount):
+            return False
+        files = self.powerfs_files()
+        tool = self.tool("powerfs.py")
+        self.fs_spawn([*tool, "serve", "--mount", mount, "--backing", files["backing"],
+                       "--control", files["control"]], log=files["log"], pid_file=files["pid_file"])
+        waited = self.fs_exec([*tool, "wait", "--mount", mount, "--timeout", str(timeout)],
+                              check=False, timeout=timeout + 15)
+        if waited.returncode != 0:
+            raise GregorError(f"{self.name}: powerfs did not come up at {mount} in {timeout:g} s; "
+                              f"its log is {files['log']}")
+        return True
+
+    def lose_unsynced(self, mount: str) -> dict:
+        """The power cut of the storage under `mount`: every file loses what was
+        never fsynced, and the mount goes away (mount_powerfs brings it back).
+        The system's process must already be dead. Returns powerfs's report:
+        {"files": [{"file", "size", "kept", "lost_bytes", ...}], "lost_bytes"}."""
+        files = self.powerfs_files()
+        out = self.fs_exec([*self.tool("powerfs.py"), "cut", "--mount", mount, "--control", files["control"]],
+                           timeout=120).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
     # --- the network --------------------------------------------------------------
     def prepare_network(self) -> None:
         """Our iptables chains, before any fault needs them."""
         netfaults.install_chains(self)
 
-    def drop_from(self, addresses: Iterable[str]) -> None:
-        """Drop every packet arriving from these addresses (one-way cut)."""
-        netfaults.drop(self, "in", addresses_of(addresses))
+    def drop_from(self, addresses: Iterable[str], port: int | None = None) -> None:
+        """Drop every packet arriving from these addresses (one-way cut); with
+        `port`, only those to that TCP port of this node."""
+        netfaults.drop(self, "in", addresses_of(addresses), port=port)
 
     def drop_to(self, addresses: Iterable[str]) -> None:
         """Drop every packet this node sends to these addresses (one-way cut)."""

@@ -22,6 +22,10 @@ NodeState = Literal["running", "paused", "dead"]
 
 # Faults a backend may be able to perform on its nodes (Backend.faults).
 NODE_FAULTS = ("partition", "pause", "kill", "netem")
+# A power cut: the system's process dies and its data directory loses what was
+# never fsynced. Only a backend whose nodes can serve that directory from
+# powerfs (harness/powerfs.py: FUSE and mfusepy on the node) lists it.
+POWER_LOSS = "power-loss"
 
 
 class RoleUnavailable(Exception):
@@ -42,7 +46,8 @@ class Service:
     log: str                      # path on the node; stdout and stderr go there
     pid_file: str                 # path on the node
     marker: str                   # a string the process's command line holds
-    ports: tuple[int, ...] = ()   # what it listens on: start refuses if taken, stop waits until free
+    ports: tuple[int, ...] = ()   # what it listens on: start refuses if taken, stop waits until free;
+                                  # the first is where clients connect and followers fetch
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
 
@@ -88,7 +93,7 @@ class Node(Protocol):
     def pid(self) -> int | None: ...
     def state(self) -> NodeState: ...
 
-    def drop_from(self, addresses: Iterable[str]) -> None: ...
+    def drop_from(self, addresses: Iterable[str], port: int | None = None) -> None: ...
     def drop_to(self, addresses: Iterable[str]) -> None: ...
     def heal_network(self) -> None: ...
     def netem(self, spec: str) -> str: ...

@@ -15,15 +15,21 @@ from __future__ import annotations
 
 import random
 
+import time
+
 from harness.procfs import identity
-from nemesis import kill, netem, partitions, pause
+from nemesis import kill, netem, partitions, pause, power
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step
 from nemesis.targets import Target, TargetResolver, TargetUnavailable
 
-START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem"}
-STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem"}
+START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem",
+           "power-loss": "power-off", "lone-leader": "start-lone-leader", "kill-client": "kill-client"}
+STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem",
+          "power-loss": "power-on", "lone-leader": "stop-lone-leader"}
+LONE_LEADER_WRITES_S = 3.0   # acknowledged writes on the lone leader before it is killed
+LONE_LEADER_WAIT_S = 25.0    # at most this long for the ISR to shrink (replica.lag.time.max.ms and more)
 
 
 def fault_value(nodes, clients=(), **fields) -> dict:
@@ -59,7 +65,7 @@ class Nemesis:
         entry = None
         try:
             target = self.resolver.resolve(step.target, need_place=(step.fault == "partition"))
-            entry, value = getattr(self, "_" + step.fault)(step, target)
+            entry, value = getattr(self, "_" + step.fault.replace("-", "_"))(step, target)
         except TargetUnavailable as why:
             self._record("info", f, fault_value([], skipped=str(why), target=step.target))
             return None
@@ -95,14 +101,13 @@ class Nemesis:
         if shape.startswith("client"):
             client = target.clients[0]
             place = self.lab.client_place(client.place)
-            both = shape == "client"
+            direction = partitions.CLIENT_CUTS[shape]
             entry = self.ledger.add({"fault": "partition", "nodes": [], "places": [place.name],
                                      "clients": [{"process": client.process}], "role": target.role})
             addresses = self.lab.client_addresses()
-            partitions.cut_client(self.lab, place, addresses, both_ways=both)
+            partitions.cut_client(self.lab, place, addresses, direction)
             value = fault_value([], [client.process], role=target.role, shape=shape,
-                                client_address=place.address, cut_from=names or addresses,
-                                direction="both" if both else "client->nodes")
+                                client_address=place.address, cut_from=names or addresses, direction=direction)
             return entry, value
         part = self._shape(shape, names, target)
         entry = self.ledger.add({"fault": "partition", "nodes": part.nodes(), "role": target.role})
@@ -148,6 +153,65 @@ class Nemesis:
     def _kill(self, step: Step, target: Target):
         entry = self.ledger.add({"fault": "kill", "nodes": list(target.nodes), "role": target.role})
         return entry, fault_value(target.nodes, role=target.role, killed=kill.kill_nodes(self.lab, target.nodes))
+
+    def _kill_client(self, step: Step, target: Target):
+        """SIGKILL of a client process, which the run replaces at once by a new
+        process (old id + concurrency): nothing is left to heal, so nothing goes
+        in the ledger and the returned entry is `instant` (never held)."""
+        replace = getattr(self.ctx, "kill_client", None)
+        if replace is None:
+            raise TargetUnavailable("this run cannot kill and replace clients")
+        client = target.clients[0]
+        try:
+            old, new = replace(client.process)
+        except LookupError as why:
+            raise TargetUnavailable(str(why)) from None
+        entry = {"id": f"kill-client-{old}", "fault": "kill-client", "nodes": [], "instant": True}
+        return entry, fault_value([], [old], role=target.role, killed=[old], replaced_by=new)
+
+    def _lone_leader(self, step: Step, target: Target):
+        """The ISR shrinks to the leader alone, then the leader dies.
+
+        The other nodes' packets to the leader's client port (where followers
+        fetch) are dropped, while the controller quorum and the clients still
+        reach it; once the cluster reports the leader as the only in-sync
+        replica (or after LONE_LEADER_WAIT_S) the leader takes writes alone
+        for LONE_LEADER_WRITES_S, then gets SIGKILL, and the fault is held."""
+        leader = target.nodes[0]
+        key = target.role.split(":", 1)[1]
+        topic, partition = self.ctx.test["keys"][key]
+        others = [n.name for n in self.lab.nodes if n.name != leader]
+        node = self.lab.node(leader)
+        port = node.service.ports[0]
+        entry = self.ledger.add({"fault": "lone-leader", "nodes": [leader], "role": target.role})
+        node.drop_from([self.lab.node(n).address for n in others], port=port)
+        started = time.monotonic()
+        isr = self._wait_lone(topic, int(partition), leader, started + LONE_LEADER_WAIT_S)
+        shrunk_s = round(time.monotonic() - started, 3)
+        time.sleep(LONE_LEADER_WRITES_S)
+        killed = kill.kill_nodes(self.lab, [leader])
+        return entry, fault_value([leader], role=target.role, cut_from=others, port=port,
+                                  isr=isr, isr_alone=isr == [leader], waited_s=shrunk_s, killed=killed)
+
+    def _wait_lone(self, topic: str, partition: int, leader: str, until: float) -> list[str]:
+        """The partition's ISR (node names) once it is the leader alone, or at `until`."""
+        isr: list[str] = []
+        while True:
+            try:
+                found = self.lab.admin(timeout=5).partitions(topic).get(partition, {})
+                isr = sorted(self.lab.system.node_of(b) for b in found.get("isr", []))
+            except Exception:  # noqa: BLE001 - an answer may fail while the cluster reshuffles
+                pass
+            if isr == [leader] or time.monotonic() >= until:
+                return isr
+            time.sleep(0.5)
+
+    def _power_loss(self, step: Step, target: Target):
+        power.require_powerfs(self.lab)
+        entry = self.ledger.add({"fault": "power-loss", "nodes": list(target.nodes), "role": target.role})
+        lost = power.cut_power(self.lab, target.nodes)
+        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes), lost=lost,
+                                  lost_bytes=sum(n["lost_bytes"] for n in lost.values()))
 
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]

@@ -37,11 +37,16 @@ def heal_entry(lab, entry: dict) -> dict:
         if entry.get("clients"):
             out["resumed_clients"] = clients
         return out
-    if fault == "kill":
-        return {"started": kill.start_nodes(lab, nodes)}
+    if fault in ("kill", "power-loss"):   # after a power cut, start_nodes mounts the storage first
+        return {"started": kill.start_nodes(lab, nodes)}   # a killed client was replaced already
+    if fault == "lone-leader":
+        for name in nodes:
+            lab.node(name).heal_network()
+        return {"healed": nodes, "started": kill.start_nodes(lab, nodes)}
     if fault == "netem":
         netem.clear(lab, nodes)
         return {"cleared": nodes}
+
     raise ValueError(f"unknown fault in ledger entry: {entry!r}")
 
 

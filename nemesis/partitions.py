@@ -158,13 +158,20 @@ def apply_grudge(lab, grudge: Grudge) -> None:
             lab.node(name).drop_from([lab.node(s).address for s in sorted(sources)])
 
 
-def cut_client(lab, place, addresses, both_ways: bool = True) -> None:
-    """The client's place drops its packets to the brokers' addresses (and,
-    both ways, those from them too): rules on the client's side, so the same
-    cut works whatever the nodes are, also for a cluster Gregor did not start
-    (lab.client_addresses()). One way only means requests vanish while the
-    client still hears the cluster, the shape of a half-broken link."""
+CLIENT_CUTS = {"client": "both", "client-one-way": "client->nodes", "client-deaf": "nodes->client"}
+
+
+def cut_client(lab, place, addresses, direction: str = "both") -> None:
+    """The client's place drops its packets to the brokers' addresses, or
+    from them, or both: rules on the client's side, so the same cut works
+    whatever the nodes are, also for a cluster Gregor did not start
+    (lab.client_addresses()). "both": nothing passes. "client->nodes":
+    requests vanish while the client still hears the cluster, the shape of a
+    half-broken link. "nodes->client": requests arrive and are acted on, the
+    answers vanish: the client cannot know its write was appended (a lost
+    acknowledgement)."""
     cut = lab.place_node(place)
-    cut.drop_to(addresses)
-    if both_ways:
+    if direction in ("both", "client->nodes"):
+        cut.drop_to(addresses)
+    if direction in ("both", "nodes->client"):
         cut.drop_from(addresses)

@@ -4,6 +4,12 @@
 `finally`; stop() heals every fault still in force and records the heals.
 Where nobody handles SIGTERM yet, it unwinds like Ctrl-C so that `finally`
 runs for it too; a crash is covered by the ledger.
+
+Given the main phase's deadline, it starts no fault that could not be held
+and healed with `tail_s` of ordinary operation left after it: writes that
+go on after a heal reuse the offsets a lossy election truncated, and that
+reuse is what makes a lost write visible (a loss in the last seconds would
+only leave the final drain waiting for offsets that no longer exist).
 """
 
 from __future__ import annotations
@@ -11,20 +17,22 @@ from __future__ import annotations
 import atexit
 import random
 import threading
+import time
 from collections import Counter
 
 from harness.errors import GregorError
 from harness.signals import unwind_on_sigterm
 from nemesis import netem
-from nemesis.faults import Nemesis
+from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
 from nemesis.ledger import Ledger
-from nemesis.schedule import FAULTS, Step, plan
+from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan, with_composites
 from nemesis.targets import parse_target
 
 
 class NemesisRunner:
     def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
-                 progress=None):
+                 progress=None, deadline: float | None = None, tail_s: float | None = None,
+                 shape: str | None = None, hold_s: float | None = None):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -38,6 +46,8 @@ class NemesisRunner:
         self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
         self.seed = seed
         self.progress = progress or (lambda message: None)
+        self.deadline = deadline          # time.monotonic() at which the main phase ends
+        self.tail_s = float(interval_s if tail_s is None else tail_s)
         self._nemesis: Nemesis | None = None
         self._ledger = Ledger.for_lab(ctx.lab.name)
         self._stop = threading.Event()
@@ -51,15 +61,16 @@ class NemesisRunner:
         self.netem_profiles = None
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
+        self.shape, self.hold_s = shape, hold_s
         self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles,
-                           node_faults=self._node_faults(ctx.lab))
+                           node_faults=self._node_faults(ctx.lab), shape=shape, hold_s=hold_s)
                       if self.faults else iter(()))
 
     @staticmethod
     def _node_faults(lab):
         """What the lab's system takes on its nodes; a lab that does not say takes every fault."""
         ask = getattr(lab, "node_faults", None)
-        return ask() if ask else None
+        return with_composites(ask()) if ask else None
 
     # --- the contract ---------------------------------------------------------
 
@@ -88,16 +99,30 @@ class NemesisRunner:
         """For test.json: the parameters and what was done (the history has
         the details)."""
         return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
-                "seed": self.seed, "netem_profiles": self.netem_profiles, "counts": dict(self._counts), "ops": list(self._log)}
+                "seed": self.seed, "netem_profiles": self.netem_profiles, "tail_s": self.tail_s,
+                "shape": self.shape, "hold_s": self.hold_s,
+                "counts": dict(self._counts), "ops": list(self._log)}
 
     # --- the thread -------------------------------------------------------------
+
+    def room_for(self, step: Step) -> bool:
+        """Whether the step can be held, healed and followed by tail_s of writes
+        before the main phase ends."""
+        held = step.hold_s
+        if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
+            held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
+        return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
         for step in self._plan:
             if self._stop.wait(step.quiet_s):
                 return
+            if not self.room_for(step):
+                self.progress(f"nemesis: no room for another fault before the end "
+                              f"(hold {step.hold_s:g} s + {self.tail_s:g} s of writes after the heal)")
+                return
             entry = self._start(step)
-            if entry is None:      # skipped: nothing to hold, go on to the next quiet period
+            if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
                 continue
             self._stop.wait(step.hold_s)
             with self._lock:
@@ -119,7 +144,8 @@ class NemesisRunner:
             if entry is None:
                 self._counts["skipped"] += 1
                 return None
-            self._active[entry["id"]] = entry
+            if not entry.get("instant"):
+                self._active[entry["id"]] = entry
             self._counts[step.fault] += 1
             self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
                               **({"shape": step.shape} if step.shape else {}),

@@ -290,6 +290,28 @@ def setup_section(run: Run) -> str:
     return f'<section id="setup"><h2>Setup</h2><div class="grid">{cells}</div></section>'
 
 
+def truncation_section(run: Run) -> str:
+    """Keys whose log the final drain found ending below an offset a client had
+    seen (test.json drain.truncated, docs/SCENARIOS.md): acknowledged records
+    that no longer exist, shown as evidence rather than as a drain that waited."""
+    drain = run.test.get("drain") if isinstance(run.test.get("drain"), dict) else {}
+    truncated = drain.get("truncated")
+    if not isinstance(truncated, dict) or not truncated:
+        return ""
+    items = []
+    for key, seen in sorted(truncated.items(), key=lambda kv: str(kv[0])):
+        seen = seen if isinstance(seen, dict) else {}
+        end, acked = seen.get("end_offset"), seen.get("acked_offset")
+        gone = (f" ({acked - end + 1} offset(s) gone)" if isinstance(end, int) and isinstance(acked, int) else "")
+        where = run.key_location(key)
+        items.append(f"<li>key {esc(key)}{f' ({esc(where)})' if where else ''}: the log ends at offset "
+                     f"{esc(end)}, but a client had seen offset {esc(acked)}{esc(gone)}</li>")
+    return ('<section id="truncation"><h2>Truncated logs</h2><div class="notes">The final drain read these keys to '
+            "their end; each ended below an offset some client had learned of, so records that were "
+            "acknowledged or read are gone from the log (the drain stopped waiting for them):<ul>"
+            + "".join(items) + "</ul></div></section>")
+
+
 def summary_table(run: Run) -> str:
     items = ordered_anomalies(run)
     if not run.results:
@@ -597,7 +619,8 @@ def render(run: Run) -> str:
     nav = ('<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
            '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
            '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>')
-    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run), summary_table(run),
+    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run),
+            truncation_section(run), summary_table(run),
             anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults, marks),
             lag_section(run, faults, marks), elle_section(run), stats_section(run)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

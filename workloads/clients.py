@@ -119,7 +119,7 @@ class Client:
                  "f": invoked["f"]}
         if mops is not None:
             event["mops"] = mops
-        for name in ("keys", "txn_id", "group"):
+        for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked and name not in extra:
                 event[name] = invoked[name]
         event.update(extra)
@@ -156,6 +156,12 @@ class Client:
 
     def close(self) -> None:
         """Closes Kafka clients."""
+
+
+def _pending_mops(client: Client) -> list | None:
+    """The mops of an op a client abandons: its sends, nothing read."""
+    mops = client.pending.get("mops")
+    return None if mops is None else unknown_outcome_mops(mops)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -198,13 +204,12 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
                 link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
                                    + traceback.format_exc(limit=3)})
                 if client.pending is not None:
-                    client.complete("info", client.pending.get("mops"),
-                                    error=type(exc).__name__)
+                    client.complete("info", _pending_mops(client), error=type(exc).__name__)
                 else:
                     client.crashed()
                 time.sleep(0.2)      # no hot loop when the cluster keeps refusing
         if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
-            client.complete("info", client.pending.get("mops"), error="stopped")
+            client.complete("info", _pending_mops(client), error="stopped")
     except (BrokenPipeError, EOFError):
         os._exit(0)                          # the controller is gone
     finally:
@@ -278,15 +283,27 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
     """The mops of a completion whose client died mid-op: its sends stay
     listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
     has one poll mop per record read and nothing is known to have been read."""
-    return [mop for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+    return [dict(mop) for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
+def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
+    """A completion's mops: what the op did, then every send of its invoke it
+    never got to (HISTORY.md: a completion repeats its invoke's sends, also
+    for `fail` and `info`; a fenced instance's unsent writes are exactly what
+    a zombie-write check looks for)."""
+    performed = {(m.get("key"), m.get("value")) for m in done if m.get("f") == "send"}
+    rest = [dict(m) for m in invoke_mops
+            if m.get("f") == "send" and (m.get("key"), m.get("value")) not in performed]
+    return list(done) + rest
 
 
 class ClientPool:
     """Spawns the client processes and feeds their events to the writer."""
 
-    def __init__(self, writer, lab_name: str, observe=None, log=print):
+    def __init__(self, writer, lab_name: str, observe=None, log=print, resend: bool = False):
         self.writer = writer
         self.lab_name = lab_name
+        self.resend = resend              # a replacement first sends again its predecessor's unsure sends
         self.observe = observe            # called with every recorded client event
         self.log = log
         self.mp = multiprocessing.get_context("spawn")
@@ -326,6 +343,35 @@ class ClientPool:
     def kill_and_replace(self, slot: int) -> tuple[int, int]:
         """SIGKILLs a client and respawns its slot as a new process; (old, new) ids."""
         return self._call(lambda: self._kill_and_replace(slot))
+
+    def kill_process(self, process: int) -> tuple[int, int]:
+        """kill_and_replace by history process id (the nemesis's client kill)."""
+        with self.lock:
+            slots = [slot for slot, live in self.live.items() if live.process == process and not live.done]
+        if not slots:
+            raise LookupError(f"no live client process {process}")
+        return self.kill_and_replace(slots[0])
+
+    def pending(self, slot: int) -> dict | None:
+        """The invoke of the op the client has in flight, or None."""
+        with self.lock:
+            live = self.live.get(slot)
+            return live.pending if live and not live.done else None
+
+    def pending_for_s(self, slot: int) -> float:
+        """How long the client's op has been in flight (0 if none), seconds."""
+        pending = self.pending(slot)
+        if pending is None:
+            return 0.0
+        return max(0.0, (self.writer.now_ns() - pending["time"]) / 1e9)
+
+    def pending_sends(self, slot: int) -> list[dict]:
+        """The sends of the op the client has in flight (key and value), if any."""
+        with self.lock:
+            live = self.live.get(slot)
+            pending = live.pending if live else None
+        return [{"f": "send", "key": m["key"], "value": m["value"]}
+                for m in (pending or {}).get("mops") or () if m.get("f") == "send"]
 
     def infos(self) -> list[ClientInfo]:
         with self.lock:
@@ -438,7 +484,7 @@ class ClientPool:
         event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
         if "mops" in invoked:
             event["mops"] = unknown_outcome_mops(invoked["mops"])
-        for name in ("keys", "txn_id", "group"):
+        for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked:
                 event[name] = invoked[name]
         event["error"] = why
@@ -460,9 +506,14 @@ class ClientPool:
 
     def _kill_and_replace(self, slot: int) -> tuple[int, int]:
         live = self.live[slot]
+        unsure = self.pending_sends(slot) if self.resend else []
         self._kill(live, "killed")
         new_process = live.process + live.spec.stride
-        spec = replace(live.spec, process=new_process, generation=live.spec.generation + 1)
+        extra = dict(live.spec.extra)
+        extra.pop("resend", None)
+        if unsure:
+            extra["resend"] = unsure
+        spec = replace(live.spec, process=new_process, generation=live.spec.generation + 1, extra=extra)
         self._spawn(spec)
         return live.process, new_process
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -26,14 +27,14 @@ from harness.backends.namespace_node import (NamespaceNode, copy_node_files, rea
 from harness.errors import GregorError
 from harness.paths import labs_dir
 from harness.procfs import proc_cmdline
-from harness.protocols import NODE_FAULTS
+from harness.protocols import NODE_FAULTS, POWER_LOSS
 
 
 class LocalBackend(BridgePlaces):
     """Network namespaces on this host."""
 
     name = "local"
-    faults = frozenset(NODE_FAULTS)
+    faults = frozenset(NODE_FAULTS) | {POWER_LOSS}   # nodes share this host's FUSE (/dev/fuse)
 
     def can_look_without_starting(self) -> bool:
         return os.geteuid() == 0
@@ -56,6 +57,7 @@ class LocalBackend(BridgePlaces):
         progress(f"lab {lab}: bridge {netns.bridge_name(lab)} {state['bridge_ip']}/{subnet.prefixlen}, "
                  f"{len(names)} namespaces")
         kill_processes_under(Path(state["lab_dir"]))   # an older crashed lab's processes hold its files
+        unmount_under(Path(state["lab_dir"]))
         shutil.rmtree(state["lab_dir"], ignore_errors=True)
         netns.create_bridge(lab, state["bridge_ip"], subnet.prefixlen)
         netns.bridge_forwarding(netns.bridge_name(lab), allow=True)
@@ -73,7 +75,7 @@ class LocalBackend(BridgePlaces):
                               netns.ns_name(lab, n["name"])) for n in state["nodes"]]
 
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
-        copy_node_files(node.home, local_dir, skip={"data"})
+        copy_node_files(node.home, local_dir, skip={"data", "disk"})   # disk: powerfs's copy of data
 
     def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
         require_root()
@@ -82,6 +84,9 @@ class LocalBackend(BridgePlaces):
         killed = kill_processes_under(lab_dir)
         if killed:
             done.append(f"{killed} processes killed")
+        unmounted = unmount_under(lab_dir)
+        if unmounted:
+            done.append(f"{unmounted} powerfs mounts removed")
         spaces = remove_namespaces(lab)
         if spaces:
             done.append(f"{spaces} namespaces removed")
@@ -100,6 +105,7 @@ class LocalBackend(BridgePlaces):
         found += [f"link {link}" for link in netns.links_with_prefix(prefix)]
         marker = f"{labs_dir() / lab}/"
         found += [f"process {pid}" for pid in _pids_with(marker)]
+        found += [f"mount {point}" for point in mounts_under(labs_dir() / lab)]
         if (labs_dir() / lab).exists():
             found.append(f"dir {labs_dir() / lab}")
         return found
@@ -134,3 +140,22 @@ def kill_processes_under(directory: Path) -> int:
     return killed
 
 
+def mounts_under(directory: Path) -> list[str]:
+    """Mount points inside `directory` (powerfs mounts of a lab's nodes), deepest first."""
+    prefix = f"{directory}/"
+    points = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def unmount_under(directory: Path) -> int:
+    """Lazily unmounts every mount inside `directory` (their daemons may be dead
+    already: a dead FUSE mount would keep the directory from being removed)."""
+    points = mounts_under(directory)
+    for point in points:
+        subprocess.run(["umount", "-l", point], capture_output=True)
+    return len(points)

@@ -48,6 +48,17 @@ def require_root() -> None:
         raise GregorError("the lab needs root (network namespaces, iptables, tc); run with sudo")
 
 
+def _spawn(full: list[str], log: str, pid_file: str, env: dict | None, cwd: str | None) -> int:
+    """A long-running process in a session of its own, output to `log`, pid to `pid_file`."""
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        child = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None)
+    _CHILDREN[child.pid] = child
+    Path(pid_file).write_text(f"{child.pid}\n")
+    return child.pid
+
+
 class NamespaceNode(ExecNode):
     """A node (or a client place) that is a network namespace on this host."""
 
@@ -60,8 +71,16 @@ class NamespaceNode(ExecNode):
 
     def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
              stdin: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run([*self.exec_prefix(), *argv], capture_output=True, text=True,
-                                timeout=timeout, input=stdin)
+        return self._run([*self.exec_prefix(), *argv], argv, check, timeout, stdin)
+
+    def fs_exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30):
+        """On this host itself: `ip netns exec` gives each command a mount
+        namespace of its own, where a mount would stay unseen by the broker."""
+        return self._run(list(argv), argv, check, timeout, None)
+
+    def _run(self, full: list[str], argv: Sequence[str], check: bool, timeout: float,
+             stdin: str | None) -> subprocess.CompletedProcess:
+        result = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             raise GregorError(f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
                               f"{(result.stderr or result.stdout).strip()[:300]}")
@@ -76,14 +95,11 @@ class NamespaceNode(ExecNode):
         """Starts argv in the namespace, in a session of its own (Ctrl-C in the
         terminal never reaches it); `ip netns exec` execs in place, so the pid
         written to pid_file is the process's own."""
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            child = subprocess.Popen([*self.exec_prefix(), *argv], stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
-                                     env={**os.environ, **env} if env else None)
-        _CHILDREN[child.pid] = child
-        Path(pid_file).write_text(f"{child.pid}\n")
-        return child.pid
+        return _spawn([*self.exec_prefix(), *argv], log, pid_file, env, cwd)
+
+    def fs_spawn(self, argv: Sequence[str], *, log: str, pid_file: str) -> int:
+        """On this host itself (see fs_exec)."""
+        return _spawn(list(argv), log, pid_file, None, None)
 
     def upload(self, local: str, remote: str) -> None:
         copy_path(local, remote)   # same file system

@@ -25,6 +25,9 @@ def register(subparsers) -> None:
     up.add_argument("--broker-config-file", action="append", default=[], metavar="FILE",
                     help="properties file of broker settings (repeatable)")
     up.add_argument("--timeout", type=float, default=120, help="seconds to wait for health (default 120)")
+    up.add_argument("--data-on", default="disk", choices=["disk", "powerfs"],
+                    help="powerfs: serve each node's data from a FUSE file system that a power-loss "
+                         "fault can roll back to its last fsync (local backend; default disk)")
     up.set_defaults(func=cmd_lab_up)
 
     status = lab_sub.add_parser("status", help="nodes, processes, controller and partition leaders")
@@ -66,7 +69,7 @@ def cmd_lab_up(args) -> int:
         lab = Lab.up(nodes=args.nodes, version=args.version, broker_overrides=overrides, name=args.lab,
                      progress=_say, timeout=args.timeout, backend=args.backend, system=args.system,
                      system_options=system_options(args), client_config=client_config(args),
-                     backend_options=backend_options(args))
+                     backend_options=backend_options(args), storage=args.data_on)
     for node in lab.nodes:
         _say(f"  {node.name}  {node.address}  pid {node.pid()}  log {node.service.log}")
     _say(f"bootstrap servers: {lab.bootstrap_servers}")

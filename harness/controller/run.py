@@ -88,16 +88,16 @@ def open_lab(cfg: dict) -> Lab:
     except GregorError:
         lab = None
     if lab is not None:
-        have = (lab.backend.name, lab.system.name, lab.brokers, lab.version)
+        have = (lab.backend.name, lab.system.name, lab.brokers, lab.version, lab.storage)
         want = (cfg["backend"], cfg["system"], cfg["nodes"],
-                lab.version if cfg["version"] in (None, "latest") else cfg["version"])
+                lab.version if cfg["version"] in (None, "latest") else cfg["version"], cfg.get("storage", "disk"))
         differs = [f"{key} {lab.system.options.get(key)}" for key, value in options.items()
                    if str(getattr(lab.system, "options", {}).get(key)) != str(value)]
         if have != want or differs:
             raise GregorError(
-                f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend"
-                f"{' (' + ', '.join(differs) + ')' if differs else ''}, not {want[2]} of {want[1]} {want[3]} on "
-                f"{want[0]}; run: gregor lab down --lab {lab.name}")
+                f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend "
+                f"(data on {have[4]}{', ' + ', '.join(differs) if differs else ''}), not {want[2]} of {want[1]} "
+                f"{want[3]} on {want[0]} (data on {want[4]}); run: gregor lab down --lab {lab.name}")
         if cfg.get("backend_options") and cfg["backend_options"] != lab.backend_options:
             raise GregorError(f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
                               f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}")
@@ -106,7 +106,8 @@ def open_lab(cfg: dict) -> Lab:
         return lab
     return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
                   backend=cfg["backend"], system=cfg["system"], system_options=options,
-                  client_config=cfg.get("client_config"), backend_options=cfg.get("backend_options"))
+                  client_config=cfg.get("client_config"), backend_options=cfg.get("backend_options"),
+                  storage=cfg.get("storage", "disk"))
 
 
 def learn_cluster(lab, cfg: dict) -> dict:
@@ -145,6 +146,10 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
         "isolation.level": cfg["isolation"], "subscribe": cfg["subscribe"],
         "auto.commit": cfg["auto_commit"], "batch": cfg["batch"],
         "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+        "producer_config": dict(cfg.get("producer_config") or {}),
+        "consumer_config": dict(cfg.get("consumer_config") or {}),
+        "process.ms": cfg.get("process_ms", 0), "zombie.kind": cfg.get("zombie_kind", "transactional"),
+        "copier.offsets": cfg.get("copier_offsets", "txn"), "txn.hold.ms": cfg.get("txn_hold_ms", 0),
     }
     slots = module.layout(n, all_keys, options)
     paced = sum(1 for s in slots if s["role"] in PACED_ROLES) or 1
@@ -178,12 +183,17 @@ def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, poo
         for spec in specs:
             pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
             txn_ids[spec.extra["pair"]] = spec.txn_id
-        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline)]
+        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline,
+                                resend=cfg.get("resend", False))]
     if cfg["workload"] == "group":
         from workloads.group import GroupConductor
         members = [s.slot for s in specs if s.role == "member"]
         return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0,
                                deadline=deadline)]
+    if cfg["workload"] == "txn" and cfg.get("hang"):
+        from workloads.txn import HangConductor
+        return [HangConductor(faults, pool, [s.slot for s in specs], cfg["seed"], cfg["hang"],
+                              cfg["hang_s"], deadline=deadline)]
     return []
 
 
@@ -242,7 +252,8 @@ def run(cfg: dict) -> int:
                    cfg["topics"])
     admin = lab.admin(timeout=15)
     topic_config = {"min.insync.replicas": str(cfg["min_insync"]),
-                    "unclean.leader.election.enable": "false"}
+                    "unclean.leader.election.enable": str(cfg.get("unclean_election", False)).lower(),
+                    **cfg.get("topic_config", {})}
     topics = topic_partitions(keys, cfg["partitions_per_topic"])
     for topic, partitions in topics.items():
         admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"],
@@ -250,7 +261,8 @@ def run(cfg: dict) -> int:
     lab.wait_healthy(topics=list(topics), timeout=60)
     say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
 
-    transactional = cfg["workload"] in ("txn", "zombie", "eos")
+    transactional = (cfg["workload"] in ("txn", "eos")
+                     or (cfg["workload"] == "zombie" and cfg.get("zombie_kind", "transactional") == "transactional"))
     setup = lab.describe()
     if transaction_protocol(cluster) is not None:
         setup["transaction.version"] = transaction_protocol(cluster)
@@ -266,10 +278,12 @@ def run(cfg: dict) -> int:
                    "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
                    "max.in.flight.requests.per.connection": cfg["max_in_flight"],
                    "retries": cfg["retries"], "batch": cfg["batch"],
-                   "transaction.timeout.ms": cfg["transaction_timeout_ms"]},
+                   "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+                   **run_client_settings(cfg)},
         "broker": {"min.insync.replicas": cfg["min_insync"],
-                   "unclean.leader.election.enable": False,
-                   "replication.factor": cfg["replication_factor"]},
+                   "unclean.leader.election.enable": cfg.get("unclean_election", False),
+                   "replication.factor": cfg["replication_factor"],
+                   **cfg.get("topic_config", {})},
         "time_limit_s": cfg["time_limit"], "rate": cfg["rate"],
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
         "start_wall_s": start_wall,
@@ -291,8 +305,9 @@ def run(cfg: dict) -> int:
     writer = HistoryWriter(os.path.join(run_dir, "history.jsonl"), start_ns=start_ns)
     learned = OffsetsLearned()
     progress = Progress(learned)
-    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say)
-    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault)
+    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say, resend=cfg.get("resend", False))
+    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault,
+                     kill_client=pool.kill_process)
     deadline = time.monotonic() + cfg["time_limit"]
     specs = build_specs(cfg, module, keys, lab.bootstrap_servers, start_ns,
                         deadline, os.path.basename(run_dir), lab,
@@ -311,7 +326,9 @@ def run(cfg: dict) -> int:
             if cfg["nemesis"]:
                 from nemesis.runner import NemesisRunner
                 runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
-                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
+                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say,
+                                       deadline=deadline, shape=cfg.get("nemesis_shape"),
+                                       hold_s=cfg.get("nemesis_hold"))
                 runner.start()
             for conductor in conductors:
                 conductor.start()
@@ -367,6 +384,24 @@ def run(cfg: dict) -> int:
         from checkers.cli import EXIT_CODES
         return EXIT_CODES[check_and_report(run_dir)]   # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
+
+
+def run_client_settings(cfg: dict) -> dict:
+    """test.json `client` fields of the options that change what clients do
+    (only those away from their defaults, so older runs read the same)."""
+    out = {}
+    for key, name, default in (("producer_config", "producer_config", {}),
+                               ("consumer_config", "consumer_config", {}),
+                               ("process_ms", "process.ms", 0), ("resend", "resend", False),
+                               ("zombie_kind", "zombie.kind", "transactional"),
+                               ("copier_offsets", "copier.offsets", "txn"), ("hang", "hang", None),
+                               ("txn_hold_ms", "txn.hold.ms", 0)):
+        value = cfg.get(key, default)
+        if value != default:
+            out[name] = value
+    if cfg.get("hang"):
+        out["hang.s"] = cfg["hang_s"]
+    return out
 
 
 def remove_client_places(lab, specs) -> None:

@@ -10,6 +10,7 @@ from harness.controller.lab_options import (add_lab_arguments, add_system_argume
                                            client_config, system_options)
 from harness.errors import GregorError
 from harness.lab import lab_name
+from harness.protocols import POWER_LOSS
 from nemesis.options import add_nemesis_arguments
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
@@ -57,6 +58,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--replication-factor", default=None, help="default: min(3, nodes)")
     add("--client-netns", action="store_true",
         help="start each client in a network namespace of its own")
+    add("--unclean-leader-election", default="false", choices=["true", "false"],
+        help="topic setting unclean.leader.election.enable (default false)")
+    add("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+        help="another setting of the run's topics, e.g. flush.messages=1 (repeatable)")
+    add("--producer-config", action="append", default=[], metavar="KEY=VALUE",
+        help="another librdkafka setting of every producer, e.g. batch.num.messages=1 (repeatable)")
+    add("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
+        help="another librdkafka setting of every consumer, e.g. auto.commit.interval.ms=5000 (repeatable)")
+    add("--process-ms", default="0",
+        help="consumers spend this long processing what a poll returned before the op completes "
+             "(default 0); an auto commit can land meanwhile")
+    add("--resend", action="store_true",
+        help="a client that replaces a killed one (or a zombie's partner) first sends again what "
+             "the old one had in flight, as an application retrying its unsure writes does")
+    add("--zombie-kind", default="transactional", choices=["transactional", "idempotent"],
+        help="zombie workload: instances share a transactional.id (default) or are plain "
+             "idempotent producers, which nothing fences")
+    add("--copier-offsets", default="txn", choices=["txn", "after", "before"],
+        help="eos workload: copiers commit their input offsets in the transaction (default), or "
+             "outside it, after producing or before processing")
+    add("--hang", default=None, choices=["inside", "between"],
+        help="txn workload: now and then pause a transactional client inside a transaction, or "
+             "between two, for --hang-s seconds")
+    add("--hang-s", default=None, help="how long a --hang lasts (default: transaction timeout + 5 s)")
+    add("--txn-hold-ms", default="0",
+        help="txn workload: time between a transaction's writes and its commit (default 0)")
+    add("--data-on", default=None, choices=["disk", "powerfs"],
+        help="where a new lab keeps the brokers' data (default: powerfs when --nemesis has "
+             "power-loss, else disk)")
     add("--no-check", action="store_true", help="skip the checker and the report")
     add_nemesis_arguments(parser)
 
@@ -94,6 +124,14 @@ def nemesis_faults(args) -> list[str]:
     return [] if faults in ([], ["none"]) else faults
 
 
+def node_faults(backend: str, system: str, options: dict | None) -> frozenset:
+    """The faults the system takes on its nodes on this backend, with the
+    composite faults whose parts it takes."""
+    from nemesis.schedule import with_composites
+    return with_composites(registry.system_class(system).node_faults(registry.backend(backend).faults,
+                                                                     options or {}))
+
+
 def check_faults_possible(backend: str, faults: list[str], system: str = "kafka", options: dict | None = None,
                           targets: list[str] | None = None) -> list[str] | None:
     """A fault the backend, or the system on it, cannot take is refused before
@@ -101,15 +139,15 @@ def check_faults_possible(backend: str, faults: list[str], system: str = "kafka"
     hit clients (kfake's one node has no peers to be cut from; an external
     cluster's brokers are not ours), the default targets narrow to clients;
     named node targets that no fault can take are refused."""
-    from nemesis.schedule import CLIENT_FAULTS, DEFAULT_TARGETS
-    can = registry.backend(backend).faults
+    from nemesis.schedule import CLIENT_FAULTS, CLIENT_ONLY_FAULTS, DEFAULT_TARGETS, with_composites
+    can = with_composites(registry.backend(backend).faults) | set(CLIENT_ONLY_FAULTS)
     cannot = [fault for fault in faults if fault not in can]
     if cannot:
         raise GregorError(f"the {backend} backend cannot inject {cannot[0]} faults; it can do: "
                           f"{', '.join(sorted(can)) or 'none'} (change --nemesis)")
-    on_nodes = registry.system_class(system).node_faults(can, options or {})
+    on_nodes = node_faults(backend, system, options)
     for fault in faults:
-        if fault not in on_nodes and fault not in CLIENT_FAULTS:
+        if fault not in on_nodes and fault not in CLIENT_FAULTS and fault not in CLIENT_ONLY_FAULTS:
             raise GregorError(f"the {system} system cannot take {fault} faults on the {backend} backend "
                               f"({_why_not(system)}); it takes: {', '.join(_takes(on_nodes))} (change --nemesis)")
     if not faults or all(fault in on_nodes for fault in faults):
@@ -136,6 +174,28 @@ def _why_not(system: str) -> str:
     return {"kfake": "all its brokers are one process on one node",
             "external": "Gregor reaches no broker host without --backend ssh --hosts, and never signals "
                         "a process it did not start"}.get(system, "not every fault applies to its nodes")
+
+
+# librdkafka settings a run sets from its own flags: refused in --producer-config/--consumer-config
+OWN_SETTINGS = {"bootstrap.servers", "acks", "enable.idempotence", "transactional.id", "group.id",
+                "isolation.level", "enable.auto.commit", "max.in.flight.requests.per.connection",
+                "retries", "transaction.timeout.ms"}
+TOPIC_SETTINGS_OWN = {"min.insync.replicas": "--min-insync-replicas",
+                      "unclean.leader.election.enable": "--unclean-leader-election"}
+
+
+def key_values(args, name: str, refused: dict) -> dict[str, str]:
+    """KEY=VALUE items of a repeatable option, each checked."""
+    found = {}
+    for item in getattr(args, name.replace("-", "_")) or []:
+        key, sep, value = str(item).partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise GregorError(f"--{name} {item!r}: use KEY=VALUE, e.g. --{name} linger.ms=0")
+        if key in refused:
+            raise GregorError(f"--{name} {key}: set it with {refused[key]} instead")
+        found[key] = value
+    return found
 
 
 def validate(args) -> dict:
@@ -176,6 +236,31 @@ def validate(args) -> dict:
         "check": not args.no_check,
         "nemesis": nemesis_faults(args),
     }
+    own = {k: "the run's own flag" for k in OWN_SETTINGS}
+    cfg.update({
+        "unclean_election": args.unclean_leader_election == "true",
+        "topic_config": key_values(args, "topic-config", TOPIC_SETTINGS_OWN),
+        "producer_config": key_values(args, "producer-config", own),
+        "consumer_config": key_values(args, "consumer-config", own),
+        "process_ms": _int(args, "process-ms", 0, 600000),
+        "resend": bool(args.resend),
+        "zombie_kind": args.zombie_kind,
+        "copier_offsets": args.copier_offsets,
+        "hang": args.hang,
+        "txn_hold_ms": _int(args, "txn-hold-ms", 0, 600000),
+        "nemesis_shape": getattr(args, "nemesis_shape", None),
+        "nemesis_hold": getattr(args, "nemesis_hold", None),
+    })
+    cfg["hang_s"] = (cfg["transaction_timeout_ms"] / 1000 + 5 if args.hang_s is None
+                     else _float(args, "hang-s"))
+    for flag, workload, used in (("--zombie-kind", "zombie", args.zombie_kind != "transactional"),
+                                 ("--copier-offsets", "eos", args.copier_offsets != "txn"),
+                                 ("--hang", "txn", args.hang is not None)):
+        if used and args.workload != workload:
+            raise GregorError(f"{flag} is for the {workload} workload, not {args.workload}")
+    cfg["storage"] = args.data_on or ("powerfs" if POWER_LOSS in cfg["nemesis"] else "disk")
+    if POWER_LOSS in cfg["nemesis"] and cfg["storage"] != "powerfs":
+        raise GregorError("--nemesis power-loss needs --data-on powerfs (a plain disk cannot lose power)")
     if cfg["concurrency"] < module.MIN_CONCURRENCY:
         raise GregorError(f"--concurrency {cfg['concurrency']} is too low: the "
                           f"{args.workload} workload needs at least {module.MIN_CONCURRENCY}")
@@ -216,10 +301,14 @@ def validate(args) -> dict:
         targets = [t.strip() for t in targets.split(",") if t.strip()]
     cfg["nemesis_targets"] = check_faults_possible(args.backend, cfg["nemesis"], args.system,
                                                    cfg["system_options"], targets)
-    on_nodes = registry.system_class(args.system).node_faults(registry.backend(args.backend).faults,
-                                                              cfg["system_options"])
+    on_nodes = node_faults(args.backend, args.system, cfg["system_options"])
     if "partition" in cfg["nemesis"] and "partition" not in on_nodes:
         cfg["client_netns"] = True   # only clients can be cut off, each in a place of its own
+    if cfg["nemesis"]:
+        from nemesis.schedule import DEFAULT_TARGETS, check_shape, plan
+        chosen = cfg["nemesis_targets"] or DEFAULT_TARGETS
+        check_shape(cfg["nemesis_shape"], chosen)
+        next(plan(cfg["nemesis"], chosen, 0, cfg["nemesis_interval"], node_faults=on_nodes), None)
     cfg["name"] = args.name or f"{args.system}-{args.workload}"
     if not all(c.isalnum() or c in "-_." for c in cfg["name"]):
         raise GregorError(f"--name {cfg['name']!r} may hold only letters, digits, '-', '_' and '.'")

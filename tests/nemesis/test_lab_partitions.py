@@ -80,3 +80,20 @@ def test_client_place_is_cut_from_every_node_and_healed(lab, nemesis):
         assert all(tcp_connects(client, n.address) for n in lab.nodes)
     finally:
         lab.remove_client_place("c1")
+
+
+def test_a_port_cut_drops_only_that_port_from_those_nodes(lab):
+    """lone-leader's cut: the others cannot reach the leader's client port (where
+    followers fetch) while its controller port and this host still answer."""
+    leader, others = lab.nodes[0], lab.nodes[1:]
+    client_port, controller_port = leader.service.ports[:2]
+    try:
+        leader.drop_from([n.address for n in others], port=client_port)
+        assert not any(tcp_connects(n, leader.address, client_port) for n in others)
+        assert all(tcp_connects(n, leader.address, controller_port) for n in others)
+        assert tcp_connects(others[0], others[1].address, client_port)
+        import socket
+        socket.create_connection((leader.address, client_port), timeout=3).close()   # clients still reach it
+    finally:
+        leader.heal_network()
+    assert all(tcp_connects(n, leader.address, client_port) for n in others)

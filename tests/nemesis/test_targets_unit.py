@@ -100,6 +100,7 @@ class Lab:
     def node(self, name): return next(n for n in self.nodes if n.name == name)
     def roles(self): return self.scripted
     def heal_all(self): self.log.append(("heal_all",))
+    def start_node(self, name): self.node(name).start()
 
 
 @pytest.fixture

@@ -197,3 +197,14 @@ def test_a_skipped_cycle_search_is_a_note_not_an_anomaly(tmp_path):
     assert "permitted-cycle-search-incomplete (1)" not in page          # not in the banner's listing
     note = page[page.index('id="not-checked"'):]
     assert html.escape(skipped, quote=True) in note[:note.index("</div>")]
+
+
+def test_keys_the_drain_found_truncated_are_shown_as_evidence(tmp_path):
+    run = make_run(tmp_path / "r")
+    test = json.loads((run / "test.json").read_text())
+    test["drain"]["truncated"] = {"2": {"end_offset": 40, "acked_offset": 45, "waited_s": 8.0}}
+    (run / "test.json").write_text(json.dumps(test))
+    page = page_of(run)
+    assert 'id="truncation"' in page and "ends at offset 40, but a client had seen offset 45 (6 offset(s) gone)" in page
+    assert SCRIPT not in page        # the key's topic name is hostile
+    assert 'id="truncation"' not in page_of(make_run(tmp_path / "plain"))

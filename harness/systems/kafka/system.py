@@ -16,7 +16,7 @@ import threading
 import uuid
 
 from harness.errors import GregorError
-from harness.protocols import NODE_FAULTS, Service
+from harness.protocols import NODE_FAULTS, POWER_LOSS, Service
 from harness.systems import protocol
 from harness.systems.admin import KafkaAdmin
 from harness.systems.kafka import config, install
@@ -68,8 +68,9 @@ class KafkaSystem:
 
     @classmethod
     def node_faults(cls, backend_faults: frozenset, options: dict) -> frozenset:
-        """Every fault the backend can do: Kafka runs on every node."""
-        return frozenset(backend_faults) & frozenset(NODE_FAULTS)
+        """Every fault the backend can do: Kafka runs on every node (and says
+        where its data lives, so power loss too)."""
+        return frozenset(backend_faults) & (frozenset(NODE_FAULTS) | {POWER_LOSS})
 
     def node_names(self, brokers: int) -> list[str]:
         """Brokers n1..nN, then the dedicated controllers k1..kM."""
@@ -98,7 +99,7 @@ class KafkaSystem:
         homes = {}
         for node in nodes:
             homes[node.name] = node.provide(str(kafka.home))
-            props = config.node_properties(node_ids[node.name], node.address, voters, f"{node.home}/data",
+            props = config.node_properties(node_ids[node.name], node.address, voters, self.data_dir(node),
                                            brokers, self.overrides, role=roles[node.name])
             node.write_text(f"{node.home}/server.properties", config.render(props))
         self._state = {"name": self.name, "version": self.version, "cluster_id": cluster_id,
@@ -116,6 +117,11 @@ class KafkaSystem:
     def _features(self) -> list[str]:
         level = self.options.get("transaction_version")
         return [] if level is None else [f"transaction.version={level}"]
+
+    def data_dir(self, node) -> str:
+        """Where the node's durable state lives (log.dirs; KRaft's metadata log too):
+        what a power cut hits when the lab's storage is powerfs."""
+        return f"{node.home}/data"
 
     def _format_storage(self, nodes, features: list[str]) -> None:
         """kafka.tools.StorageTool on every node at once (one short JVM each)."""
