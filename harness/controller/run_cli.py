@@ -140,8 +140,8 @@ def check_faults_possible(backend: str, faults: list[str], system: str = "kafka"
     cluster's brokers are not ours), the default targets narrow to clients;
     named node targets that no fault can take are refused."""
     from nemesis.schedule import CLIENT_FAULTS, CLIENT_ONLY_FAULTS, DEFAULT_TARGETS, with_composites
-    can = with_composites(registry.backend(backend).faults) | set(CLIENT_ONLY_FAULTS)
-    cannot = [fault for fault in faults if fault not in can]
+    can = with_composites(registry.backend(backend).faults)
+    cannot = [fault for fault in faults if fault not in can and fault not in CLIENT_ONLY_FAULTS]
     if cannot:
         raise GregorError(f"the {backend} backend cannot inject {cannot[0]} faults; it can do: "
                           f"{', '.join(sorted(can)) or 'none'} (change --nemesis)")
