@@ -3,7 +3,9 @@ and system: each claim's unsafe side shows an expected anomaly and its safe
 side none that is bad, with fixed seeds; the page and the summary are written.
 
 Runs are shorter than the catalogue's 60 s (GREGOR_SCENARIOS_TEST_S, default
-25) to keep the suite lean; the full table is benchmarks/bench_scenarios.py.
+40: long enough for a fault and the writes after its heal) to keep the suite
+lean; the full table is benchmarks/bench_scenarios.py. A side whose claim has
+a nemesis must have had a fault: a run with none proves nothing either way.
 """
 
 import json
@@ -15,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from backend_params import lab_name
+from nemesis.faults import START_F
 
 pytestmark = pytest.mark.lab
 
 CLAIMS = ("acks", "read-committed", "zombie-fencing")
-SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "25")
+SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "40")
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +46,19 @@ def test_the_unsafe_side_breaks_the_promise_and_the_safe_side_keeps_it(catalogue
     claim = next(c for c in summary["claims"] if c["name"] == name)
     unsafe, safe = claim["sides"]["unsafe"]["runs"][0], claim["sides"]["safe"]["runs"][0]
     assert unsafe["error"] is None and safe["error"] is None, (unsafe.get("error"), safe.get("error"))
+    for side, run in (("unsafe", unsafe), ("safe", safe)):
+        history = (directory / run["report"]).parent / "history.jsonl"
+        test = json.loads(history.with_name("test.json").read_text())
+        if test["nemesis"].get("faults"):
+            assert faults_started(history), f"{name}: the {side} run ended before its nemesis started a fault"
     assert unsafe["detected"], f"{name}: unsafe side showed {unsafe['anomalies']}, none of {claim['expected']}"
     assert safe["clean"], f"{name}: safe side showed bad anomalies {safe['bad']}"
     assert (directory / unsafe["report"]).exists() and (directory / safe["report"]).exists()
+
+
+def faults_started(history: Path) -> int:
+    events = (json.loads(line) for line in history.read_text().splitlines() if line.strip())
+    return sum(1 for e in events if e.get("process") == "nemesis" and e.get("f") in START_F.values())
 
 
 def test_the_page_and_the_summary_are_written(catalogue):

