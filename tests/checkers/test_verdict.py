@@ -9,7 +9,7 @@ import pytest
 from checker_histories import History, base_test, poll, send
 from checkers import allowed, nemesis_windows
 from checkers.check import check_dir, verdict
-from harness.netns import NETEM_EMULATED
+from checkers.history import NETEM_EMULATED
 
 
 @pytest.mark.parametrize("name, changes, why", [
