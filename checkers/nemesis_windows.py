@@ -24,6 +24,8 @@ HEALS = {
     "start-netem": "stop-netem",
     "start-clock": "stop-clock",
     "bump-clock": "reset-clock",
+    "power-off": "power-on",
+    "start-lone-leader": "stop-lone-leader",
 }
 HEAL_FS = set(HEALS.values())
 

@@ -16,15 +16,24 @@ import sys
 from harness.errors import GregorError
 
 COMMAND_MODULES = (
-    "harness.lab_cli",     # lab up/status/down, kafka install, demo
-    "workloads.cli",       # run
-    "checkers.cli",        # check, export, import
-    "reports.cli",         # report
+    "harness.controller.lab_cli",   # lab up/status/down, kafka install, demo
+    "harness.controller.run_cli",   # run
+    "harness.controller.scenarios",  # scenarios: the guarantee catalogue
+    "checkers.cli",                 # check, export, import
+    "reports.cli",                  # report
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments get one line that says what to fix (exit 2), like every
+    other bad input, instead of argparse's usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"gregor: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gregor",
         description="Fault-injection tests for Kafka-compatible systems.",
     )

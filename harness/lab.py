@@ -1,281 +1,299 @@
-"""A local lab: a real Kafka cluster, one network namespace per node.
+"""A lab: one backend's nodes running one system, remembered in a state file.
 
-Layout (lab name L, nodes n1..nN):
-  /run/gregor/L.json                state file: everything `attach` and `down` need
-  /var/lib/gregor/labs/L/<node>/    server.properties, data/, broker.log, broker.pid
-  namespaces L-n1.., L-<client>     each with eth0 on bridge L-br
-  subnet 10.a.b.0/24 from the name  bridge .1, node i at .(10+i), clients .100+
+    lab = Lab.up(nodes=3, backend="local", system="kafka", version="3.9.1")
+    lab = Lab.attach("gregor")          # from another process
+    Lab.down("gregor")                  # idempotent; also after a crash
 
-`Lab.up` writes the state file before it creates anything, and tears down
+`Lab.up` writes the state file before it creates anything and tears down
 whatever it made if it fails or is interrupted, so a lab is never half up.
-`Lab.down` also works from names alone when the state file is gone.
+`Lab.down` also works from names alone when the state file is gone. The
+nemesis, the workloads and the controller see only this class, `Node`s and
+`Roles`: never which backend or system is behind them.
 """
 
 from __future__ import annotations
 
-import base64
-import ipaddress
 import json
 import os
-import shutil
-import signal
-import subprocess
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness import kafka_config, kafka_install, kafka_wire, netns
+from harness import registry
+from harness.atomic import write_json
+from harness.backends import netns
 from harness.errors import GregorError
-from harness.kafka_admin import KafkaAdmin
-from harness.local_node import Node, proc_cmdline, reap_children
-from harness.paths import state_dir
+from harness.paths import failed_dir, state_dir
+from harness.protocols import ClientPlace
 
-LABS_DIR = Path(os.environ.get("GREGOR_LABS_DIR", "/var/lib/gregor/labs"))
-FAILED_DIR = Path(os.environ.get("GREGOR_FAILED_DIR", "/var/lib/gregor/failed"))
 HEALTH_TOPIC = "gregor-health"
 MAX_NODES = 15
-FIRST_CLIENT_HOST = 100
+# "disk": the system's data on the node's own file system; "powerfs": served by
+# harness/powerfs.py, so that a power cut (nemesis power-loss) loses what was never fsynced.
+STORAGES = ("disk", "powerfs")
 
 
-def lab_name(name: str | None) -> str:
-    return netns.check_lab_name(name or os.environ.get("GREGOR_LAB") or "gregor")
+def lab_name(name: str | None, backend: str = "local") -> str:
+    """The lab's name: given, else $GREGOR_LAB, else the backend's default."""
+    return netns.check_lab_name(name or os.environ.get("GREGOR_LAB") or registry.default_lab_name(backend))
 
 
 def state_path(name: str) -> Path:
     return state_dir() / f"{name}.json"
 
 
-def require_root() -> None:
-    if os.geteuid() != 0:
-        raise GregorError("the lab needs root (network namespaces, iptables, tc); run with sudo")
-
-
-def require_java() -> None:
-    if shutil.which("java") is None:
-        raise GregorError("java not found; install a JDK 17+ (apt-get install openjdk-17-jdk-headless)")
-
-
-def new_cluster_id() -> str:
-    """A Kafka-style base64 UUID; never one starting with '-', which the
-    storage tool would read as an option."""
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id
-
-
-@dataclass(frozen=True)
-class ClientNamespace:
-    """A namespace of its own on the lab bridge, for clients the nemesis can cut off."""
-
-    name: str
-    namespace: str
-    ip: str
-
-    def exec_prefix(self) -> list[str]:
-        return ["ip", "netns", "exec", self.namespace]
+def read_state(name: str) -> dict | None:
+    try:
+        return json.loads(state_path(name).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 class Lab:
-    """A running local lab; build one with `Lab.up` or `Lab.attach`."""
+    """A running lab; build one with `Lab.up` or `Lab.attach`."""
 
-    def __init__(self, state: dict):
+    def __init__(self, state: dict, client_config: dict | None = None):
         self._state = state
+        # Settings every client of this lab gets (--client-config: security,
+        # credentials); kept in memory only, never in the state file or a run's files.
+        self.client_config = dict(client_config or {})
         self.name: str = state["name"]
-        self.version: str = state["version"]
-        self.subnet = ipaddress.IPv4Network(state["subnet"])
-        self.lab_dir = Path(state["lab_dir"])
-        self.broker_config: dict[str, str] = dict(state["broker_config"])
+        self.backend = registry.backend(state["backend"]["name"], **state["backend"].get("options", {}))
+        self.system = registry.restore_system(state["system"])
         self.up_seconds: float | None = state.get("up_seconds")
-        classpath = str(Path(state["kafka_home"]) / "libs" / "*")
-        jvm_opts = list(state["jvm_opts"])
-        self.nodes: list[Node] = [
-            Node(name=n["name"], ip=n["ip"], broker_id=n["broker_id"],
-                 namespace=netns.ns_name(self.name, n["name"]),
-                 node_dir=self.lab_dir / n["name"], classpath=classpath, jvm_opts=jvm_opts)
-            for n in state["nodes"]
-        ]
+        self.nodes = self.backend.nodes(self.name, state["backend"])
+        for node in self.nodes:
+            node.service = self.system.service(node)
 
-    # --- lookups ------------------------------------------------------------
-    def node(self, name: str) -> Node:
+    # --- lookups ------------------------------------------------------------------------
+    @property
+    def version(self) -> str:
+        return self.system.version
+
+    @property
+    def brokers(self) -> int:
+        """How many brokers the lab was brought up with (its nodes may differ)."""
+        return int(self._state.get("brokers") or len(self.nodes))
+
+    @property
+    def broker_config(self) -> dict[str, str]:
+        return self.system.settings
+
+    @property
+    def backend_options(self) -> dict:
+        """What the backend was given (the SSH backend: its hosts and key file)."""
+        return dict(self._state["backend"].get("options", {}))
+
+    def node(self, name: str):
         for node in self.nodes:
             if node.name == name:
                 return node
         raise GregorError(f"lab {self.name} has no node {name!r}; nodes: {', '.join(n.name for n in self.nodes)}")
 
-    def node_for_broker(self, broker_id: int) -> Node:
-        for node in self.nodes:
-            if node.broker_id == broker_id:
-                return node
-        raise GregorError(f"lab {self.name} has no broker {broker_id}")
+    def node_for_broker(self, broker_id: int):
+        return self.node(self.system.node_of(int(broker_id)))
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{n.ip}:{kafka_config.BROKER_PORT}" for n in self.nodes)
+        return self.system.bootstrap_servers(self.nodes)
 
+    def admin(self, timeout: float = 10):
+        from harness.systems.admin import KafkaAdmin
+        return KafkaAdmin(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
+
+    def node_faults(self) -> frozenset[str]:
+        """The faults this lab's system takes on its nodes (the rest only hit clients)."""
+        return type(self.system).node_faults(self.backend.faults, self._state["system"])
+
+    def client_addresses(self) -> list[str]:
+        """Where the clients' packets go: every broker's address (the bootstrap
+        servers, and what the brokers advertised when the lab came up), so that
+        a client cut works also for a cluster with no node of ours."""
+        import socket
+        hosts = [server.rpartition(":")[0].strip("[]") for server in self.bootstrap_servers.split(",")]
+        hosts += self._state["system"].get("broker_hosts", [])
+        found: list[str] = []
+        for host in hosts:
+            try:
+                address = socket.gethostbyname(host)
+            except OSError:
+                address = host
+            if address not in found:
+                found.append(address)
+        return found
+
+    def cluster_info(self, timeout: float = 5) -> dict:
+        """What the brokers say they are and serve (ApiVersions, cluster id,
+        broker ids), asked now: harness/systems/capabilities.py."""
+        from harness.systems.capabilities import probe
+        return probe(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
+
+    def roles(self):
+        """Who leads and coordinates what, asked of the cluster at each call."""
+        return self.system.roles(self)
+
+    def describe(self) -> dict:
+        """Backend and system, for test.json and the report's setup (a backend
+        may add what a reader must know, e.g. the SSH backend's hosts and how
+        their keys were checked)."""
+        extra = getattr(self.backend, "describe", None)
+        found = {"backend": self.backend.name, **(extra(self._state["backend"]) if extra else {}),
+                 **self.system.describe()}
+        if self.storage == "powerfs":
+            found["power"] = "data on powerfs: a power cut loses what was never fsynced"
+        return found
+    # --- storage --------------------------------------------------------------------------
     @property
-    def bridge_ip(self) -> str:
-        return self._state["bridge_ip"]
+    def storage(self) -> str:
+        return self._state.get("storage", "disk")
 
-    def admin(self, timeout: float = 10) -> KafkaAdmin:
-        return KafkaAdmin(self.bootstrap_servers, timeout=timeout)
+    def data_dir(self, node) -> str:
+        """The directory of the node's durable state, as the system says."""
+        where = getattr(self.system, "data_dir", None)
+        if where is None:
+            raise GregorError(f"the {self.system.name} system does not say where its data lives, "
+                              "so its nodes cannot lose power")
+        return where(node)
 
-    # --- lifecycle ------------------------------------------------------------
+    def start_node(self, name: str) -> None:
+        """Starts the system on a dead node, its storage served first (after a
+        power cut its powerfs mount is gone)."""
+        node = self.node(name)
+        if self.storage == "powerfs":
+            node.mount_powerfs(self.data_dir(node))
+        node.start()
+
+    # --- lifecycle ------------------------------------------------------------------------
     @classmethod
     def up(cls, nodes: int = 3, version: str | None = None, broker_overrides: dict | None = None,
-           name: str | None = None, progress: Callable[[str], None] = print,
-           jvm_opts: list[str] | None = None, timeout: float = 120) -> "Lab":
-        """Creates namespaces, formats storage, starts every broker, waits until healthy."""
+           name: str | None = None, progress: Callable[[str], None] | None = print,
+           jvm_opts: list[str] | None = None, timeout: float = 120, backend: str = "local",
+           system: str = "kafka", backend_options: dict | None = None,
+           system_options: dict | None = None, client_config: dict | None = None,
+           storage: str = "disk") -> "Lab":
+        """Provisions the nodes, deploys the system, starts it, waits until healthy.
+
+        `nodes` counts brokers; the system says which nodes that takes
+        (dedicated controllers add some, kfake runs all its brokers on one,
+        an external cluster needs none of ours). storage "powerfs" serves each
+        node's data directory from powerfs, so the power-loss fault can take
+        what was never fsynced (backends that list it)."""
         started = time.monotonic()
         progress = progress or (lambda _message: None)
-        name = lab_name(name)
-        version = kafka_install.check_version(version or kafka_install.DEFAULT_VERSION)
+        name = lab_name(name, backend)
         if not isinstance(nodes, int) or nodes < 1:
             raise GregorError(f"node count must be at least 1, got {nodes}")
         if nodes > MAX_NODES:
             raise GregorError(f"node count must be at most {MAX_NODES}, got {nodes}")
-        require_root()
-        require_java()
-        _refuse_running(name, nodes, version)
-        subnet = netns.lab_subnet(name)
-        holder = netns.subnet_in_use(subnet, except_dev=netns.bridge_name(name))
-        if holder is not None:
-            raise GregorError(f"subnet {subnet} of lab {name!r} is already used by {holder}; choose another --lab name")
-        install = kafka_install.installed(version) or kafka_install.install(version, progress=progress)
-        hosts = list(subnet.hosts())
-        node_ips = {f"n{i}": str(hosts[9 + i]) for i in range(1, nodes + 1)}
-        overrides = {str(k): str(v) for k, v in (broker_overrides or {}).items()}
-        state = {
-            "name": name, "version": version, "subnet": str(subnet), "bridge_ip": str(hosts[0]),
-            "lab_dir": str(LABS_DIR / name), "kafka_home": str(install.home),
-            "jvm_opts": [*(jvm_opts or kafka_config.DEFAULT_JVM_OPTS), install.log4j_jvm_flag()],
-            "log4j_flag": install.log4j_jvm_flag(),
-            "broker_config": {**kafka_config.default_settings(nodes), **overrides},
-            "overrides": overrides, "cluster_id": new_cluster_id(),
-            "nodes": [{"name": n, "ip": ip, "broker_id": i}
-                      for i, (n, ip) in enumerate(node_ips.items(), 1)],
-            "clients": {}, "up_seconds": None,
-        }
+        chosen = registry.backend(backend, **(backend_options or {}))
+        the_system = registry.system_class(system)(version, broker_overrides, jvm_opts, system_options)
+        the_system.client_config = dict(client_config or {})   # for a system that asks the cluster first
+        check_storage(storage, chosen)
+        chosen.check()
+        _refuse_running(name, chosen)
+        the_system.install(progress)
+        state = {"name": name, "backend": {"name": backend, "options": dict(backend_options or {})},
+                 "system": {"name": system, "version": the_system.version}, "brokers": nodes, "up_seconds": None,
+                 "storage": storage}
         _write_state(state)
         try:
-            lab = cls(state)
-            lab._build(progress)
+            state["backend"].update(chosen.provision(name, the_system.node_names(nodes), progress))
+            _write_state(state)
+            the_nodes = chosen.nodes(name, state["backend"])
+            the_system.deploy(name, the_nodes, progress,
+                              controller_address=chosen.controller_address(name, state["backend"]))
+            state["system"] = the_system.state()
+            _write_state(state)
+            lab = cls(state, client_config)
+            if lab.nodes:
+                progress(f"lab {name}: starting {the_system.name} {the_system.version} on "
+                         f"{', '.join(n.name for n in lab.nodes)}"
+                         + (" (data on powerfs)" if storage == "powerfs" else ""))
+            for node in lab.nodes:
+                lab.start_node(node.name)
             elapsed = lab.wait_healthy(timeout=timeout, progress=progress, since=started)
             lab.up_seconds = state["up_seconds"] = round(elapsed, 2)
             _write_state(state)
             return lab
         except BaseException:
             saved = _save_logs(state)
-            progress(f"lab {name}: setup failed, tearing down (broker logs kept in {saved})")
+            progress(f"lab {name}: setup failed, tearing down (logs kept in {saved})")
             cls.down(name, progress=lambda _m: None)
             raise
 
-    def _build(self, progress: Callable[[str], None]) -> None:
-        prefix = self.subnet.prefixlen
-        progress(f"lab {self.name}: bridge {netns.bridge_name(self.name)} {self.bridge_ip}/{prefix}, "
-                 f"{len(self.nodes)} namespaces")
-        netns.create_bridge(self.name, self.bridge_ip, prefix)
-        voters = ",".join(f"{n.broker_id}@{n.ip}:{kafka_config.CONTROLLER_PORT}" for n in self.nodes)
-        shutil.rmtree(self.lab_dir, ignore_errors=True)
-        for node in self.nodes:
-            netns.create_member(self.name, node.name, node.ip, prefix, self.bridge_ip)
-            node.data_dir.mkdir(parents=True, exist_ok=True)
-            props = kafka_config.node_properties(node.broker_id, node.ip, voters, node.data_dir,
-                                                 len(self.nodes), self._state["overrides"])
-            node.config_path.write_text(kafka_config.render(props))
-        progress(f"lab {self.name}: formatting storage (cluster id {self._state['cluster_id']})")
-        self._format_storage()
-        progress(f"lab {self.name}: starting Kafka {self.version} on {', '.join(n.name for n in self.nodes)}")
-        for node in self.nodes:
-            node.start()
-
-    def _format_storage(self) -> None:
-        """kafka.tools.StorageTool on every node at once (one JVM each, run in parallel)."""
-        jobs = []
-        for node in self.nodes:
-            cmd = ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   self._state["log4j_flag"], "-cp", node.classpath, "kafka.tools.StorageTool",
-                   "format", "-t", self._state["cluster_id"], "-c", str(node.config_path)]
-            jobs.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-        for node, job in jobs:
-            out, _ = job.communicate(timeout=120)
-            if job.returncode != 0:
-                last = (out.strip().splitlines() or ["no output"])[-1]
-                raise GregorError(f"{node.name}: formatting storage failed: {last}")
-
     @classmethod
-    def attach(cls, name: str | None = None) -> "Lab":
+    def attach(cls, name: str | None = None, backend: str = "local",
+               client_config: dict | None = None) -> "Lab":
         """The running lab named `name`, from its state file."""
-        name = lab_name(name)
-        try:
-            state = json.loads(state_path(name).read_text())
-        except FileNotFoundError:
-            raise GregorError(f"no lab named {name!r} is up; start one with: gregor lab up --lab {name}") from None
-        return cls(state)
+        name = lab_name(name, backend)
+        state = read_state(name)
+        if state is None:
+            raise GregorError(f"no lab named {name!r} is up; start one with: gregor lab up --lab {name}")
+        return cls(state, client_config)
 
     @classmethod
-    def down(cls, name: str | None = None, progress: Callable[[str], None] = print) -> None:
-        """Removes every trace of the lab; safe to repeat, works after a crash."""
+    def down(cls, name: str | None = None, progress: Callable[[str], None] | None = print,
+             backend: str | None = None, backend_options: dict | None = None) -> None:
+        """Removes every trace of the lab; safe to repeat, works after a crash.
+
+        Without a state file the lab is looked for by name on `backend`, or on
+        every backend that can be asked without starting anything."""
         progress = progress or (lambda _message: None)
-        name = lab_name(name)
-        require_root()
-        lab_dir = LABS_DIR / name
-        try:
-            state = json.loads(state_path(name).read_text())
-            lab_dir = Path(state.get("lab_dir", lab_dir))
-        except (FileNotFoundError, ValueError):
-            state = None
-        killed = _kill_lab_processes(lab_dir)
-        prefix = f"{name}-"
-        netns.stop_emulators(prefix, prefix=True)  # a crashed run's netem emulators would keep the namespaces alive
-        spaces = [ns for ns in netns.namespaces() if ns.startswith(prefix)]
-        for ns in spaces:
-            netns.quiet(["ip", "netns", "del", ns])
-        for link in _links_with_prefix(prefix):
-            netns.quiet(["ip", "link", "del", link])
-        netns.delete_bridge(name)
-        shutil.rmtree(lab_dir, ignore_errors=True)
+        name = lab_name(name, backend or "local")
+        state = read_state(name)
+        if state is not None:
+            backends = [(state["backend"]["name"], state["backend"].get("options", {}))]
+        elif backend is not None:
+            backends = [(backend, backend_options or {})]
+        else:
+            backends = [(b, {}) for b in registry.BACKENDS if registry.backend(b).can_look_without_starting()]
+        done: list[str] = []
+        for backend_name, options in backends:
+            chosen = registry.backend(backend_name, **options)
+            if state is not None and state.get("system", {}).get("name"):
+                try:
+                    registry.restore_system(state["system"]).teardown(name, state["system"], progress)
+                except GregorError as error:
+                    progress(f"lab {name}: {error}")
+            done += chosen.teardown(name, state["backend"] if state else None, progress)
         state_path(name).unlink(missing_ok=True)
-        if state or spaces or killed:
-            progress(f"lab {name}: down ({killed} broker processes killed, {len(spaces)} namespaces removed)")
+        if state or done:
+            progress(f"lab {name}: down ({', '.join(done) or 'nothing was running'})")
         else:
             progress(f"lab {name}: nothing to remove")
 
-    # --- health and status --------------------------------------------------
+    # --- health and status ------------------------------------------------------------
     def wait_healthy(self, topics: list[str] | None = None, timeout: float = 60,
                      progress: Callable[[str], None] | None = None, since: float | None = None) -> float:
-        """Waits until every partition has a leader and a full ISR; returns seconds taken.
-
-        Every broker is asked on its own and all must agree, because brokers
-        learn metadata at different moments and one early view proves little.
+        """Waits until every partition has a leader (and, where the system
+        replicates, a full ISR) in every broker's view; returns seconds taken.
 
         Without `topics` it checks (creating if needed) the lab's health topic,
-        one partition per node with min(3, nodes) replicas.
+        one partition per node, replicated as the system does by default.
         """
         since = time.monotonic() if since is None else since
         deadline = time.monotonic() + timeout
         admin = self.admin(timeout=5)
-        rf = min(3, len(self.nodes))
+        rf = self.system.replication(len(self.nodes))
         created = topics is not None
         topics = list(topics or [HEALTH_TOPIC])
         last = "no answer yet"
         while True:
             dead = [n.name for n in self.nodes if n.state() == "dead"]
             if dead and not created:
-                raise GregorError(f"broker on {', '.join(dead)} exited during startup; its log is kept in "
-                                  f"{FAILED_DIR / self.name / (dead[0] + '.log')}")
+                saved = _save_logs(self._state)
+                raise GregorError(f"the system on {', '.join(dead)} exited during startup; its log is kept in "
+                                  f"{saved / (dead[0] + '.log')}")
             try:
                 if not created:
-                    admin.create_topic(HEALTH_TOPIC, partitions=len(self.nodes), replication_factor=rf)
+                    admin.create_topic(HEALTH_TOPIC, partitions=max(1, len(self.nodes)), replication_factor=rf)
                     created = True
-                bad = self._unhealthy(topics)
+                bad = self.system.unhealthy(self, topics)
                 if not bad:
                     elapsed = time.monotonic() - since
                     if progress:
-                        progress(f"lab {self.name}: healthy after {elapsed:.1f} s "
-                                 f"(every partition of {', '.join(topics)} has a leader and {rf} in-sync replicas)")
+                        progress(f"lab {self.name}: healthy after {elapsed:.1f} s (every partition of "
+                                 f"{', '.join(topics)} has a leader and {rf} in-sync replicas)")
                     return elapsed
                 last = "; ".join(bad[:3])
             except GregorError as error:
@@ -284,178 +302,139 @@ class Lab:
                 raise GregorError(f"lab {self.name} not healthy after {timeout:.0f} s: {last}")
             time.sleep(0.25)
 
-    def _unhealthy(self, topics: list[str]) -> list[str]:
-        """What keeps `topics` from being healthy in the view of every broker."""
-        bad: list[str] = []
-        leaders: dict[tuple[str, int], set[int]] = {}
-        for node in self.nodes:
-            try:
-                view = kafka_wire.metadata(node.ip, kafka_config.BROKER_PORT, topics, timeout=3)
-            except (OSError, GregorError) as error:
-                return [f"{node.name} does not answer: {error}"]
-            for topic in topics:
-                found = view.get(topic)
-                if found is None or found["error"] or not found["partitions"]:
-                    bad.append(f"{node.name} does not know {topic} yet")
-                    continue
-                for pid, part in found["partitions"].items():
-                    leaders.setdefault((topic, pid), set()).add(part["leader"])
-                    if part["leader"] < 0 or sorted(part["isr"]) != sorted(part["replicas"]):
-                        bad.append(f"{topic}/{pid} per {node.name}: leader {part['leader']} isr {part['isr']}")
-        bad += [f"{t}/{p}: brokers disagree on the leader {sorted(l)}" for (t, p), l in leaders.items() if len(l) > 1]
-        return bad
-
     def status(self) -> dict:
-        """Nodes, addresses, process states, controller and partition leaders."""
+        """Nodes, addresses, process states, roles and partition leaders."""
         result = {
-            "name": self.name, "version": self.version, "bootstrap_servers": self.bootstrap_servers,
-            "nodes": [{"name": n.name, "ip": n.ip, "broker_id": n.broker_id, "pid": n.pid(),
-                       "state": n.state(), "log": str(n.log_path)} for n in self.nodes],
-            "clients": dict(self._state.get("clients", {})),
+            "name": self.name, "backend": self.backend.name, "system": self.system.name,
+            "version": self.version, "bootstrap_servers": self.bootstrap_servers,
+            "nodes": [{"name": n.name, "address": n.address, "pid": n.pid() if n.service else None,
+                       "state": n.state() if n.service else "not ours",
+                       "log": n.service.log if n.service else None} for n in self.nodes],
+            "clients": dict(self._state["backend"].get("clients", {})),
             "controller": None, "leaders": {}, "errors": [],
         }
-        admin = self.admin(timeout=3)
+        from harness.protocols import RoleUnavailable
         try:
-            result["controller"] = admin.controller()
+            result["controller"] = self.roles().controller()
+        except RoleUnavailable as why:
+            result["controller"] = f"unavailable ({why})"
         except GregorError as error:
             result["errors"].append(str(error))
+        admin = self.admin(timeout=3)
         try:
             for topic in admin.topics():
-                result["leaders"][topic] = admin.partitions(topic)
+                result["leaders"][topic] = {
+                    pid: {**part, "leader_node": self._node_name(part["leader"])}
+                    for pid, part in admin.partitions(topic).items()}
         except Exception as error:  # noqa: BLE001 - status reports what it could not learn
             result["errors"].append(f"metadata: {error}")
         return result
 
-    # --- clients and healing ------------------------------------------------
-    def client_namespace(self, name: str) -> ClientNamespace:
-        """A namespace of its own on the lab bridge (created on first use)."""
-        netns.check_member_name(name)
-        if any(n.name == name for n in self.nodes):
-            raise GregorError(f"client namespace {name!r} clashes with a node name; pick another")
-        _reload_clients(self)
-        clients = self._state.setdefault("clients", {})
-        ip = clients.get(name)
-        if ip is None:
-            used = set(clients.values())
-            hosts = list(self.subnet.hosts())
-            free = [str(h) for h in hosts[FIRST_CLIENT_HOST - 1:] if str(h) not in used]
-            if not free:
-                raise GregorError(f"lab {self.name} has no free client addresses left")
-            ip = free[0]
-        ns = netns.ns_name(self.name, name)
-        if ns not in netns.namespaces():
-            netns.create_member(self.name, name, ip, self.subnet.prefixlen, self.bridge_ip)
-        clients[name] = ip
-        _write_state(self._state)
-        return ClientNamespace(name=name, namespace=ns, ip=ip)
+    def _node_name(self, broker_id: int) -> str | None:
+        from harness.protocols import RoleUnavailable
+        try:
+            return self.system.node_of(broker_id) if broker_id >= 0 else None
+        except (GregorError, RoleUnavailable):
+            return None
 
-    def remove_client_namespace(self, name: str) -> None:
-        netns.check_member_name(name)
-        _reload_clients(self)
-        netns.delete_member(self.name, name)
-        self._state.setdefault("clients", {}).pop(name, None)
+    # --- clients and healing ------------------------------------------------------------
+    def client_place(self, name: str, create: bool = True) -> ClientPlace | None:
+        """A place of its own for one client (created on first use), on the
+        lab's network, so that the nemesis can cut it off; with create=False,
+        None unless it exists."""
+        self._reload()
+        if not create and name not in self._state["backend"].get("clients", {}):
+            return None
+        place = self.backend.client_place(self.name, self._state["backend"], name)
+        _write_state(self._state)
+        return place
+
+    def place_node(self, place: ClientPlace):
+        """A client place as a node without a system process: its network primitives."""
+        return self.backend.place_node(self.name, place)
+
+    def client_places(self) -> list[ClientPlace]:
+        self._reload()
+        return [self.backend.client_place(self.name, self._state["backend"], name)
+                for name in sorted(self._state["backend"].get("clients", {}))]
+
+    def remove_client_place(self, name: str) -> None:
+        self._reload()
+        self.backend.remove_client_place(self.name, self._state["backend"], name)
         _write_state(self._state)
 
     def heal_all(self) -> None:
-        """Every fault undone: links healed, netem cleared, brokers resumed or restarted."""
+        """Every fault undone: links healed, netem cleared, processes resumed
+        or restarted, client places removed. Safe to call any time."""
         for node in self.nodes:
             node.heal_network()
             node.clear_netem()
+            if node.service is None:   # a host of a cluster Gregor did not start: its processes are not ours
+                continue
             state = node.state()
             if state == "paused":
                 node.resume()
             elif state == "dead":
-                node.start()
-        _reload_clients(self)
-        for client in list(self._state.get("clients", {})):
-            self.remove_client_namespace(client)
+                self.start_node(node.name)
+        self._reload()
+        for client in list(self._state["backend"].get("clients", {})):
+            self.remove_client_place(client)
+
+    def collect(self, run_dir: str) -> None:
+        """Each node's logs and configs into the run's nodes/<node>/ (never fails a run)."""
+        for node in self.nodes:
+            target = os.path.join(run_dir, "nodes", node.name)
+            try:
+                self.backend.collect(self.name, self._state["backend"], node, target)
+            except Exception as error:  # noqa: BLE001 - the history matters more than the logs
+                os.makedirs(target, exist_ok=True)
+                with open(os.path.join(target, "collect-error.txt"), "w") as handle:
+                    handle.write(f"could not collect {node.name}'s files: {error}\n")
+
+    def _reload(self) -> None:
+        """Picks up client places another process added to the state file."""
+        current = read_state(self.name)
+        if current is not None:
+            self._state["backend"]["clients"] = current["backend"].get("clients", {})
 
 
-def _reload_clients(lab: Lab) -> None:
-    """Picks up client namespaces another process added to the state file."""
-    try:
-        current = json.loads(state_path(lab.name).read_text())
-    except (FileNotFoundError, ValueError):
-        return
-    lab._state["clients"] = current.get("clients", {})
-
-
-def _save_logs(state: dict) -> Path:
-    """Copies broker logs out of the lab dir before a failed `up` removes it."""
-    target = FAILED_DIR / state["name"]
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True, exist_ok=True)
-    for node in state["nodes"]:
-        log = Path(state["lab_dir"]) / node["name"] / "broker.log"
-        if log.is_file():
-            shutil.copyfile(log, target / f"{node['name']}.log")
-    return target
+def check_storage(storage: str, backend) -> None:
+    """powerfs needs a backend that can cut power (Backend.faults lists power-loss)."""
+    from harness.protocols import POWER_LOSS
+    if storage not in STORAGES:
+        raise GregorError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    if storage == "powerfs" and POWER_LOSS not in backend.faults:
+        raise GregorError(f"the {backend.name} backend cannot serve a node's data from powerfs, so it "
+                          "cannot cut power; use --backend local")
 
 
 def _write_state(state: dict) -> None:
-    path = state_path(state["name"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(state_path(state["name"]), state, indent=2)
 
 
-def _refuse_running(name: str, nodes: int, version: str) -> None:
-    """A lab of this name that is (partly) up must be taken down first."""
-    leftovers = [ns for ns in netns.namespaces() if ns.startswith(f"{name}-")]
+def _save_logs(state: dict):
+    """Copies the system's logs off the nodes before a failed `up` removes them."""
+    target = failed_dir() / state["name"]
+    target.mkdir(parents=True, exist_ok=True)
     try:
-        state = json.loads(state_path(name).read_text())
-    except (FileNotFoundError, ValueError):
-        state = None
-    if state is None and not leftovers and not netns.link_exists(netns.bridge_name(name)):
-        # Brokers of an older crashed lab whose namespaces are gone would still
-        # hold the data dir we are about to recreate.
-        _kill_lab_processes(LABS_DIR / name)
+        lab = Lab(state)
+    except Exception:  # noqa: BLE001 - the lab may be too broken to describe
+        return target
+    for node in lab.nodes:
+        try:
+            node.download(node.service.log, str(target / f"{node.name}.log"))
+        except Exception:  # noqa: BLE001 - keep what can be kept
+            continue
+    return target
+
+
+def _refuse_running(name: str, backend) -> None:
+    """A lab of this name that is (partly) up must be taken down first."""
+    state = read_state(name)
+    if state is None and not backend.busy(name):
         return
     shape = ""
     if state:
-        shape = f" ({len(state['nodes'])} nodes, Kafka {state['version']})"
-        if len(state["nodes"]) != nodes or state["version"] != version:
-            shape += f", not the {nodes} nodes / Kafka {version} asked for"
-    raise GregorError(
-        f"lab {name!r} is already up{shape}; run: gregor lab down --lab {name} (or use another --lab)"
-    )
-
-
-def _kill_lab_processes(lab_dir: Path) -> int:
-    """SIGKILLs every process whose command line points into the lab directory."""
-    marker = f"{lab_dir}/"
-    killed = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        pid = int(entry.name)
-        if any(marker in arg for arg in proc_cmdline(pid)):
-            try:
-                os.kill(pid, signal.SIGCONT)
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                continue
-    deadline = time.monotonic() + 10
-    while killed and time.monotonic() < deadline:
-        # A dead process has an empty cmdline (zombie) or none at all.
-        remaining = [p for p in Path("/proc").iterdir() if p.name.isdigit()
-                     and any(marker in a for a in proc_cmdline(int(p.name)))]
-        if not remaining:
-            break
-        time.sleep(0.05)
-    reap_children()
-    return killed
-
-
-def _links_with_prefix(prefix: str) -> list[str]:
-    out = netns.run(["ip", "-o", "link", "show"], check=False).stdout
-    links = []
-    for line in out.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) > 1:
-            link = parts[1].strip().split("@")[0]
-            if link.startswith(prefix):
-                links.append(link)
-    return links
+        shape = (f" ({state['backend']['name']} backend, {state['system'].get('name')} "
+                 f"{state['system'].get('version')})")
+    raise GregorError(f"lab {name!r} is already up{shape}; run: gregor lab down --lab {name} (or use another --lab)")

@@ -17,9 +17,11 @@ datagrams) keep the kernel's packet and get ACCEPT when due. The rule is
 added with --queue-bypass and the queue fails open, so a dead or
 overloaded emulator lets traffic flow rather than cutting the link.
 
-Run inside one node's namespace (``harness.netns.set_netem`` starts it):
+Runs on the node it impairs, standard library only, so it is copied to
+nodes as one file (harness/netfaults.py starts it through the node's exec):
 
-    python -m harness.nfqueue_netem --tag NS --queue 7 --delay-ms 100 --jitter-ms 20
+    python3 nfqueue_netem.py --tag NODE --queue 7 --delay-ms 100 --jitter-ms 20
+    python3 nfqueue_netem.py --stop --tag NODE      # ends it (also a crashed run's)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import errno
 import fcntl
 import heapq
+import os
 import random
 import select
 import signal
@@ -265,8 +268,65 @@ class Emulator:
         self._read_queue()
 
 
+def emulators(tag: str, prefix: bool = False) -> list[int]:
+    """Pids of the emulators serving `tag` (prefix=True: every tag starting
+    with it), found in /proc, so those of a crashed harness are found too."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+        except OSError:
+            continue
+        if "--tag" not in argv[:-1] or not any(arg.endswith("nfqueue_netem.py") or arg == "harness.nfqueue_netem"
+                                                for arg in argv):
+            continue
+        served = argv[argv.index("--tag") + 1]
+        if served == tag or (prefix and served.startswith(tag)):
+            found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)   # reaps it if it is our own child
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def stop_emulators(tag: str, prefix: bool = False) -> int:
+    """SIGTERM (they let held packets go), then SIGKILL what is left; how many there were."""
+    pids = emulators(tag, prefix)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(_running(pid) for pid in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _running(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return len(pids)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stop", action="store_true",
+                        help="end the emulators serving --tag (with --prefix: every tag starting with it) and exit")
+    parser.add_argument("--prefix", action="store_true")
     parser.add_argument("--tag", required=True, help="the namespace it serves (lets cleanup find it)")
     parser.add_argument("--queue", type=int, default=7)
     parser.add_argument("--device", default="eth0", help="the link the rule watches (its MTU matters)")
@@ -277,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duplicate-pct", type=float, default=0.0)
     parser.add_argument("--reorder-pct", type=float, default=0.0)
     args = parser.parse_args(argv)
+    if args.stop:
+        print(stop_emulators(args.tag, args.prefix))
+        return 0
     impairment = Impairment(args.delay_ms, args.jitter_ms, args.loss_pct, args.duplicate_pct, args.reorder_pct)
     emulator = Emulator(args.queue, impairment, args.seed, args.device)
 

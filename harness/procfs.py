@@ -1,7 +1,8 @@
-"""Reading /proc: a process's state and command line.
+"""Reading /proc on the controller host: a process's state, start time and command line.
 
-Its own module because both the namespace plumbing (netns) and the broker
-nodes (local_node, which builds on netns) need it.
+The one reader for everything that signals local processes: nodes of the
+local backend, paused clients, the client registry. The start time tells a
+process from a later one that reused its pid, so nobody ever signals a stranger.
 """
 
 from __future__ import annotations
@@ -9,13 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def proc_state(pid: int) -> str | None:
-    """The one-letter state from /proc/<pid>/stat, or None if there is no such process."""
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks), or None if there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{int(pid)}/stat").read_text(errors="replace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return stat[stat.rindex(")") + 2]
+    # the command name (field 2) may hold spaces and parentheses
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[19])
+
+
+def proc_state(pid: int) -> str | None:
+    """The one-letter state ('R', 'S', 'T' stopped, 'Z' ...), or None if gone."""
+    stat = proc_stat(pid)
+    return stat[0] if stat else None
 
 
 def proc_cmdline(pid: int) -> list[str]:
@@ -24,3 +33,14 @@ def proc_cmdline(pid: int) -> list[str]:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return []
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def identity(pid: int) -> dict | None:
+    """What identifies a process across pid reuse: {"pid", "starttime"}."""
+    stat = proc_stat(pid)
+    return {"pid": int(pid), "starttime": stat[1]} if stat else None
+
+
+def same_process(ident: dict) -> bool:
+    stat = proc_stat(ident["pid"])
+    return stat is not None and stat[1] == ident.get("starttime")

@@ -21,19 +21,32 @@ def heal_entry(lab, entry: dict) -> dict:
     if fault == "partition":
         for name in nodes:
             lab.node(name).heal_network()
-        return {"healed": nodes}
+        out = {"healed": nodes}
+        if entry.get("places"):
+            out["healed_places"] = []
+            for name in entry["places"]:
+                place = lab.client_place(name, create=False)
+                if place is not None:      # gone already: nothing left to heal
+                    lab.place_node(place).heal_network()
+                    out["healed_places"].append(name)
+        return out
     if fault == "pause":
         resumed = pause.resume_nodes(lab, nodes)
-        clients = [c["pid"] for c in entry.get("clients", []) if pause.resume_client(c)]
+        clients = [c.get("process") for c in entry.get("clients", []) if pause.resume_client(c)]
         out: dict = {"resumed": resumed}
         if entry.get("clients"):
             out["resumed_clients"] = clients
         return out
-    if fault == "kill":
-        return {"started": kill.start_nodes(lab, nodes)}
+    if fault in ("kill", "power-loss"):   # after a power cut, start_nodes mounts the storage first
+        return {"started": kill.start_nodes(lab, nodes)}   # a killed client was replaced already
+    if fault == "lone-leader":
+        for name in nodes:
+            lab.node(name).heal_network()
+        return {"healed": nodes, "started": kill.start_nodes(lab, nodes)}
     if fault == "netem":
         netem.clear(lab, nodes)
         return {"cleared": nodes}
+
     raise ValueError(f"unknown fault in ledger entry: {entry!r}")
 
 
@@ -68,7 +81,7 @@ def release_clients(lab_name: str) -> list[int]:
     resumed = []
     for entry in ledger.entries():
         for client in entry.get("clients", []):
-            if pause.resume_client(client):
+            if "pid" in client and pause.resume_client(client):
                 resumed.append(client["pid"])
     ledger.clear()
     return resumed

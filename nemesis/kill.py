@@ -23,7 +23,7 @@ def start_nodes(lab, names) -> list[str]:
         node = lab.node(name)
         state = node.state()
         if state == "dead":
-            node.start()
+            lab.start_node(name)
             done.append(name)
         elif state == "paused":
             node.resume()

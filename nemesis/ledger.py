@@ -8,11 +8,11 @@ exactly what the next `gregor run` or `gregor lab down` must undo.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from pathlib import Path
 
+from harness.atomic import write_json
 from harness.paths import state_dir
 
 
@@ -60,10 +60,4 @@ class Ledger:
         if not entries:
             self.path.unlink(missing_ok=True)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        with open(tmp, "w") as handle:
-            json.dump(entries, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        write_json(self.path, entries, indent=None, fsync=True)

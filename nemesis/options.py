@@ -1,8 +1,10 @@
 """The nemesis options of `gregor run`.
 
 args.nemesis -> list of fault names ([] for none), args.nemesis_interval ->
-seconds, args.nemesis_targets -> list of target names; they map one to one
-onto NemesisRunner(faults=, interval_s=, targets=).
+seconds, args.nemesis_targets -> list of target names, args.nemesis_shape ->
+a fixed partition shape or None, args.nemesis_hold -> a fixed hold or None;
+they map one to one onto NemesisRunner(faults=, interval_s=, targets=,
+shape=, hold_s=).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from harness.errors import GregorError
-from nemesis.schedule import DEFAULT_TARGETS, FAULTS, parse_faults, parse_targets
+from nemesis.schedule import CLIENT_SHAPES, DEFAULT_TARGETS, FAULTS, NODE_SHAPES, parse_faults, parse_targets
 
 
 def _faults(text: str) -> list[str]:
@@ -31,9 +33,9 @@ def _interval(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--nemesis-interval takes seconds, e.g. 10, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"takes seconds, e.g. 10, got {text!r}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"--nemesis-interval must be positive, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 
@@ -49,3 +51,10 @@ def add_nemesis_arguments(parser: argparse.ArgumentParser) -> None:
                        help="comma list of " + ", ".join(DEFAULT_TARGETS)
                             + ", or leader:KEY, node:NAME, txn:ID, group:ID, client:ROLE "
                             "(default: all of them)")
+    group.add_argument("--nemesis-shape", default=None, metavar="SHAPE",
+                       choices=NODE_SHAPES + CLIENT_SHAPES,
+                       help="every partition has this shape (" + ", ".join(NODE_SHAPES + CLIENT_SHAPES)
+                            + "; client-deaf: the client's requests arrive, the answers vanish); "
+                            "default: drawn per target")
+    group.add_argument("--nemesis-hold", type=_interval, default=None, metavar="S",
+                       help="hold every fault exactly S seconds (default: drawn from 0.5-1.5 x the interval)")

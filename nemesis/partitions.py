@@ -2,14 +2,13 @@
 
 A grudge maps a node to the nodes whose packets it drops on arrival. It is
 plain data, so every shape can be built and checked without a cluster, and
-one function turns any grudge into iptables rules on the real nodes. Cuts
-between clients and nodes use the same idea with the client's address.
+one function turns any grudge into iptables rules on the real nodes. A
+client is cut off by rules in its own place (its network namespace).
 """
 
 from __future__ import annotations
 
 import random
-import subprocess
 from dataclasses import dataclass
 
 from harness.errors import GregorError
@@ -156,39 +155,23 @@ def apply_grudge(lab, grudge: Grudge) -> None:
     """Installs DROP rules: each node drops packets from its grudge's nodes."""
     for name, sources in sorted(grudge.items()):
         if sources:
-            ips = [lab.node(s).ip for s in sorted(sources)]
-            lab.node(name).drop_from(ips)
+            lab.node(name).drop_from([lab.node(s).address for s in sorted(sources)])
 
 
-def namespace_ips(netns: str) -> list[str]:
-    """IPv4 addresses of a client's namespace, loopback excluded.
-
-    Found from the namespace itself, so a client cut hits the address its
-    packets really carry.
-    """
-    try:
-        out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
-        raise GregorError(f"cannot read the addresses of client namespace {netns!r}: {error}") from error
-    ips = []
-    for line in out.splitlines():
-        fields = line.split()
-        if "inet" in fields:
-            ip = fields[fields.index("inet") + 1].split("/")[0]
-            if not ip.startswith("127."):
-                ips.append(ip)
-    return ips
+CLIENT_CUTS = {"client": "both", "client-one-way": "client->nodes", "client-deaf": "nodes->client"}
 
 
-def cut_client(lab, client_ips, node_names, both_ways: bool = True) -> None:
-    """Nodes drop packets from the client (and, both ways, to it too).
-
-    One way only means requests vanish while the client still hears the
-    cluster, the shape of a client behind a half-broken link.
-    """
-    for name in node_names:
-        node = lab.node(name)
-        node.drop_from(list(client_ips))
-        if both_ways:
-            node.drop_to(list(client_ips))
+def cut_client(lab, place, addresses, direction: str = "both") -> None:
+    """The client's place drops its packets to the brokers' addresses, or
+    from them, or both: rules on the client's side, so the same cut works
+    whatever the nodes are, also for a cluster Gregor did not start
+    (lab.client_addresses()). "both": nothing passes. "client->nodes":
+    requests vanish while the client still hears the cluster, the shape of a
+    half-broken link. "nodes->client": requests arrive and are acted on, the
+    answers vanish: the client cannot know its write was appended (a lost
+    acknowledgement)."""
+    cut = lab.place_node(place)
+    if direction in ("both", "client->nodes"):
+        cut.drop_to(addresses)
+    if direction in ("both", "nodes->client"):
+        cut.drop_from(addresses)

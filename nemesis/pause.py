@@ -11,37 +11,7 @@ import os
 import signal
 import time
 
-
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) of a process, None if gone.
-
-    The start time tells a process from a later one that reused its pid, so
-    a heal after a crash never sends SIGCONT to a stranger.
-    """
-    try:
-        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # the command name (field 2) may hold spaces and parentheses
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], int(fields[19])
-
-
-def process_state(pid: int) -> str | None:
-    """'R', 'S', 'T' (stopped), ... or None if the process is gone."""
-    stat = proc_stat(pid)
-    return stat[0] if stat else None
-
-
-def identity(pid: int) -> dict | None:
-    stat = proc_stat(pid)
-    return {"pid": int(pid), "starttime": stat[1]} if stat else None
-
-
-def same_process(ident: dict) -> bool:
-    stat = proc_stat(ident["pid"])
-    return stat is not None and stat[1] == ident.get("starttime")
+from harness.procfs import proc_state, same_process
 
 
 def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0) -> bool:
@@ -55,7 +25,7 @@ def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0)
         return False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = process_state(ident["pid"])
+        state = proc_state(ident["pid"])
         if state is None:
             return False
         if (state in "Tt") == stopped:

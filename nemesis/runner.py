@@ -2,29 +2,37 @@
 
 `gregor run` starts it before the main phase and calls stop() from its
 `finally`; stop() heals every fault still in force and records the heals.
-SIGTERM is turned into SystemExit so that `finally` runs for it too (Ctrl-C
-already raises KeyboardInterrupt); a crash is covered by the ledger.
+Where nobody handles SIGTERM yet, it unwinds like Ctrl-C so that `finally`
+runs for it too; a crash is covered by the ledger.
+
+Given the main phase's deadline, it starts no fault that could not be held
+and healed with `tail_s` of ordinary operation left after it: writes that
+go on after a heal reuse the offsets a lossy election truncated, and that
+reuse is what makes a lost write visible (a loss in the last seconds would
+only leave the final drain waiting for offsets that no longer exist).
 """
 
 from __future__ import annotations
 
 import atexit
 import random
-import signal
 import threading
+import time
 from collections import Counter
 
 from harness.errors import GregorError
+from harness.signals import unwind_on_sigterm
 from nemesis import netem
-from nemesis.faults import Nemesis
+from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
 from nemesis.ledger import Ledger
-from nemesis.schedule import FAULTS, Step, plan
+from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan, with_composites
 from nemesis.targets import parse_target
 
 
 class NemesisRunner:
     def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
-                 admin=None, progress=None):
+                 progress=None, deadline: float | None = None, tail_s: float | None = None,
+                 shape: str | None = None, hold_s: float | None = None):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -38,22 +46,31 @@ class NemesisRunner:
         self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
         self.seed = seed
         self.progress = progress or (lambda message: None)
-        self._admin = admin
+        self.deadline = deadline          # time.monotonic() at which the main phase ends
+        self.tail_s = float(interval_s if tail_s is None else tail_s)
         self._nemesis: Nemesis | None = None
         self._ledger = Ledger.for_lab(ctx.lab.name)
         self._stop = threading.Event()
         self._lock = threading.Lock()   # one apply or heal at a time
         self._active: dict[str, dict] = {}
         self._thread: threading.Thread | None = None
-        self._old_sigterm = None
+        self._restore_sigterm = lambda: None
         self._stopped = False
         self._log: list[dict] = []
         self._counts: Counter = Counter()
         self.netem_profiles = None
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
-        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles)
+        self.shape, self.hold_s = shape, hold_s
+        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles,
+                           node_faults=self._node_faults(ctx.lab), shape=shape, hold_s=hold_s)
                       if self.faults else iter(()))
+
+    @staticmethod
+    def _node_faults(lab):
+        """What the lab's system takes on its nodes; a lab that does not say takes every fault."""
+        ask = getattr(lab, "node_faults", None)
+        return with_composites(ask()) if ask else None
 
     # --- the contract ---------------------------------------------------------
 
@@ -61,7 +78,7 @@ class NemesisRunner:
         """Starts the schedule in a background thread (nothing for `none`)."""
         if not self.faults or self._thread:
             return
-        self._install_sigterm()
+        self._restore_sigterm = unwind_on_sigterm()
         atexit.register(self.stop)
         self._thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
         self._thread.start()
@@ -82,16 +99,30 @@ class NemesisRunner:
         """For test.json: the parameters and what was done (the history has
         the details)."""
         return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
-                "seed": self.seed, "netem_profiles": self.netem_profiles, "counts": dict(self._counts), "ops": list(self._log)}
+                "seed": self.seed, "netem_profiles": self.netem_profiles, "tail_s": self.tail_s,
+                "shape": self.shape, "hold_s": self.hold_s,
+                "counts": dict(self._counts), "ops": list(self._log)}
 
     # --- the thread -------------------------------------------------------------
+
+    def room_for(self, step: Step) -> bool:
+        """Whether the step can be held, healed and followed by tail_s of writes
+        before the main phase ends."""
+        held = step.hold_s
+        if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
+            held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
+        return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
         for step in self._plan:
             if self._stop.wait(step.quiet_s):
                 return
+            if not self.room_for(step):
+                self.progress(f"nemesis: no room for another fault before the end "
+                              f"(hold {step.hold_s:g} s + {self.tail_s:g} s of writes after the heal)")
+                return
             entry = self._start(step)
-            if entry is None:      # skipped: nothing to hold, go on to the next quiet period
+            if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
                 continue
             self._stop.wait(step.hold_s)
             with self._lock:
@@ -113,7 +144,8 @@ class NemesisRunner:
             if entry is None:
                 self._counts["skipped"] += 1
                 return None
-            self._active[entry["id"]] = entry
+            if not entry.get("instant"):
+                self._active[entry["id"]] = entry
             self._counts[step.fault] += 1
             self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
                               **({"shape": step.shape} if step.shape else {}),
@@ -136,33 +168,9 @@ class NemesisRunner:
 
     def nemesis(self) -> Nemesis:
         if self._nemesis is None:
-            admin = self._admin
-            if admin is None:
-                from harness.kafka_admin import KafkaAdmin
-
-                admin = KafkaAdmin(self.ctx.lab.bootstrap_servers)
-            self._nemesis = Nemesis(self.ctx, admin, self._ledger,
-                                    random.Random(f"nemesis-targets:{self.seed}"))
+            self._nemesis = Nemesis(self.ctx, self._ledger, random.Random(f"nemesis-targets:{self.seed}"))
         return self._nemesis
 
     def _now(self):
         now = getattr(self.ctx, "now_ns", None)
         return now() if now else None
-
-    def _install_sigterm(self) -> None:
-        """Only where nobody handles SIGTERM yet: `gregor run` has its own
-        handler (it turns SIGTERM into an interrupt that reaches stop())."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return
-
-        def terminate(signum, frame):
-            raise SystemExit(128 + signum)
-
-        self._old_sigterm = signal.signal(signal.SIGTERM, terminate)
-
-    def _restore_sigterm(self) -> None:
-        if self._old_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            self._old_sigterm = None

@@ -16,12 +16,29 @@ from harness.errors import GregorError
 from nemesis import netem
 from nemesis.targets import parse_target
 
-FAULTS = ("partition", "pause", "kill", "netem")
+FAULTS = ("partition", "pause", "kill", "netem", "power-loss", "lone-leader", "kill-client")
 DEFAULT_TARGETS = ("one", "leader", "controller", "coordinator", "minority", "majority", "all", "client")
 
 # Faults that act on a node's network or process; a client target only
 # makes sense for partitions (its namespace) and pauses (its pid).
 CLIENT_FAULTS = ("partition", "pause")
+# Faults that act on the run's own client processes only: they need nothing of a backend.
+CLIENT_ONLY_FAULTS = ("kill-client",)
+# Faults made of other faults: whoever takes the parts takes the whole.
+COMPOSITE_FAULTS = {"lone-leader": ("partition", "kill")}
+
+
+def with_composites(faults) -> frozenset:
+    """These faults and every composite fault made only of them."""
+    faults = frozenset(faults)
+    return faults | {whole for whole, parts in COMPOSITE_FAULTS.items() if set(parts) <= faults}
+# Faults only for client targets: kill-client SIGKILLs a client process,
+# which the run replaces at once (old id + concurrency).
+CLIENT_ONLY_FAULTS = ("kill-client",)
+# Faults whose target must be a partition's leader.
+LEADER_FAULTS = ("lone-leader",)
+NODE_SHAPES = ("isolate", "one-way-in", "one-way-out", "majority-minority", "halves", "bridge", "ring")
+CLIENT_SHAPES = ("client", "client-one-way", "client-deaf")
 
 
 @dataclass(frozen=True)
@@ -63,7 +80,25 @@ def parse_targets(text: str) -> list[str]:
 
 
 def applies(fault: str, target: str) -> bool:
+    if fault in LEADER_FAULTS:
+        return target.split(":")[0] == "leader"
+    if fault in CLIENT_ONLY_FAULTS:
+        return target.startswith("client")
     return fault in CLIENT_FAULTS or not target.startswith("client")
+
+
+def check_shape(shape: str | None, targets) -> None:
+    """A fixed partition shape must fit every target it may meet."""
+    if shape is None:
+        return
+    if shape not in NODE_SHAPES + CLIENT_SHAPES:
+        raise GregorError(f"unknown partition shape {shape!r}; use one of {', '.join(NODE_SHAPES + CLIENT_SHAPES)}")
+    client_shape = shape in CLIENT_SHAPES
+    for target in targets:
+        if target.startswith("client") != client_shape:
+            raise GregorError(f"partition shape {shape!r} does not fit target {target!r} "
+                              f"({'client' if client_shape else 'node'} shapes need "
+                              f"{'client' if client_shape else 'node'} targets)")
 
 
 def partition_shape(target: str, rng: random.Random) -> str:
@@ -80,10 +115,16 @@ def partition_shape(target: str, rng: random.Random) -> str:
     return rng.choice(["isolate", "one-way-in", "one-way-out"])
 
 
-def plan(faults, targets, seed: int, interval_s: float, profiles=None) -> Iterator[Step]:
+def plan(faults, targets, seed: int, interval_s: float, profiles=None,
+         node_faults=None, shape: str | None = None, hold_s: float | None = None) -> Iterator[Step]:
     """Yields steps forever; the same arguments give the same steps.
 
     profiles: the netem profiles this machine can apply (all by default).
+    node_faults: the faults the lab's system takes on its nodes (all by
+    default); the others only hit client targets (kfake's one node cannot be
+    partitioned from peers, an external cluster's brokers are not ours).
+    shape: every partition has this shape; hold_s: every fault is held this
+    long (a claim whose fault must outlast one timeout and not another).
     """
     if interval_s <= 0:
         raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
@@ -91,19 +132,22 @@ def plan(faults, targets, seed: int, interval_s: float, profiles=None) -> Iterat
     faults = list(faults)
     if not faults:
         return
-    pairs = [(f, t) for f in faults for t in targets if applies(f, t)]
+    pairs = [(f, t) for f in faults for t in targets if applies(f, t)
+             and (node_faults is None or f in node_faults or t.startswith("client"))]
     if not pairs:
         raise GregorError(f"no nemesis target in {list(targets)} fits faults {faults}; "
-                          "client targets need partition or pause")
+                          "client targets need partition or pause (kill-client needs client targets, "
+                          "lone-leader leader targets)")
+    faults = [f for f in faults if any(f == g for g, _t in pairs)]
     while True:
         fault = rng.choice(faults)
         choices = [t for f, t in pairs if f == fault]
         if not choices:  # e.g. kill with only client targets: pick another fault
             continue
         target = rng.choice(choices)
-        shape = partition_shape(target, rng) if fault == "partition" else None
+        drawn = partition_shape(target, rng) if fault == "partition" else None
         profile = netem.pick_profile(rng, profiles) if fault == "netem" else None
-        yield Step(fault, target,
-                   quiet_s=round(interval_s * rng.uniform(0.5, 1.5), 3),
-                   hold_s=round(interval_s * rng.uniform(0.5, 1.5), 3),
-                   shape=shape, profile=profile)
+        quiet = round(interval_s * rng.uniform(0.5, 1.5), 3)
+        hold = round(interval_s * rng.uniform(0.5, 1.5), 3)
+        yield Step(fault, target, quiet_s=quiet, hold_s=hold if hold_s is None else float(hold_s),
+                   shape=(shape or drawn) if fault == "partition" else None, profile=profile)

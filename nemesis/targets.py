@@ -1,9 +1,10 @@
 """Who a fault hits, found from the cluster at the moment of the fault.
 
-Kafka's interesting nodes are roles, not names: the leader of a key's
+The interesting nodes are roles, not names: the leader of a key's
 partition, the active controller, the coordinator of a transactional.id or
-of a consumer group. They move after every fault, so they are looked up with
-the admin client just before each fault, never guessed from a node name.
+of a consumer group. They move after every fault, so they are asked of the
+cluster (the lab's `roles()`) just before each fault, never guessed from a
+node name. A role the system does not have is skipped, never guessed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import random
 from dataclasses import dataclass, field
 
 from harness.errors import GregorError
+from harness.protocols import RoleUnavailable
 
 # Target kinds a schedule can name; "leader:K", "node:n2", "txn:ID" and
 # "group:G" name one precise instance.
@@ -37,8 +39,7 @@ class Target:
         if self.nodes:
             out["nodes"] = list(self.nodes)
         if self.clients:
-            out["clients"] = [{"process": c.process, "pid": c.pid, "role": c.role}
-                              for c in self.clients]
+            out["clients"] = [c.process for c in self.clients]
         return out
 
 
@@ -69,22 +70,21 @@ def majority_size(n: int) -> int:
 class TargetResolver:
     """Turns a target name into nodes, asking the cluster for roles.
 
-    `admin` is a harness.kafka_admin.KafkaAdmin; `ctx` gives the key map
-    (ctx.test["keys"]), the live clients and the transactional/group ids.
+    `ctx` gives the lab (ctx.lab, whose roles() answers who does what), the
+    key map (ctx.test["keys"]), the live clients and the transactional/group ids.
     """
 
-    def __init__(self, lab, admin, ctx, rng: random.Random):
+    def __init__(self, lab, ctx, rng: random.Random):
         self.lab = lab
-        self.admin = admin
         self.ctx = ctx
         self.rng = rng
 
     def node_names(self) -> list[str]:
         return [n.name for n in self.lab.nodes]
 
-    def resolve(self, spec: str, need_netns: bool = False) -> Target:
-        """need_netns: only clients with a namespace of their own (a
-        partition cuts a client by its namespace's address)."""
+    def resolve(self, spec: str, need_place: bool = False) -> Target:
+        """need_place: only clients with a place of their own (a partition
+        cuts a client off by its place's network)."""
         kind, _, arg = spec.partition(":")
         names = self.node_names()
         if kind == "one":
@@ -102,7 +102,7 @@ class TargetResolver:
         if kind == "leader":
             return self._leader(int(arg) if arg else None)
         if kind == "controller":
-            return Target("controller", (self._node_of(self.admin.controller(), "controller"),))
+            return Target("controller", (self._role(lambda roles: roles.controller()),))
         if kind == "coordinator":
             return self._coordinator()
         if kind == "txn":
@@ -110,7 +110,7 @@ class TargetResolver:
         if kind == "group":
             return self._group_coordinator(arg)
         if kind == "client":
-            return self._client(arg or None, need_netns)
+            return self._client(arg or None, need_place)
         raise GregorError(f"unknown nemesis target {spec!r}")
 
     # --- roles ---------------------------------------------------------------
@@ -129,9 +129,7 @@ class TargetResolver:
             raise GregorError(f"target leader:{key}: key {key} is not in the run's key map "
                               f"(keys: {', '.join(sorted(keys, key=int))})")
         topic, partition = keys[str(key)]
-        broker = self.admin.leader(topic, int(partition))
-        node = self._node_of(broker, f"leader of key {key} ({topic}-{partition})")
-        return Target(f"leader:{key}", (node,))
+        return Target(f"leader:{key}", (self._role(lambda roles: roles.leader(topic, int(partition))),))
 
     def _coordinator(self) -> Target:
         choices = [("txn", t) for t in self._txn_ids()] + [("group", g) for g in self._group_ids()]
@@ -143,31 +141,29 @@ class TargetResolver:
         return self._group_coordinator(ident)
 
     def _txn_coordinator(self, txn_id: str) -> Target:
-        broker = self.admin.txn_coordinator(txn_id)
-        return Target(f"txn-coordinator:{txn_id}",
-                      (self._node_of(broker, f"transaction coordinator of {txn_id!r}"),))
+        return Target(f"txn-coordinator:{txn_id}", (self._role(lambda roles: roles.txn_coordinator(txn_id)),))
 
     def _group_coordinator(self, group: str) -> Target:
-        broker = self.admin.group_coordinator(group)
-        return Target(f"group-coordinator:{group}",
-                      (self._node_of(broker, f"group coordinator of {group!r}"),))
+        return Target(f"group-coordinator:{group}", (self._role(lambda roles: roles.group_coordinator(group)),))
 
-    def _client(self, role: str | None, need_netns: bool = False) -> Target:
+    def _client(self, role: str | None, need_place: bool = False) -> Target:
         clients = [c for c in self._clients()
-                   if (role is None or c.role == role) and (c.netns or not need_netns)]
+                   if (role is None or c.role == role) and (c.place or not need_place)]
         if not clients:
             wanted = f" with role {role!r}" if role else ""
-            wanted += " and a namespace of its own" if need_netns else ""
+            wanted += " and a place of its own" if need_place else ""
             raise TargetUnavailable(f"no live client process{wanted} to target")
         client = self.rng.choice(sorted(clients, key=lambda c: c.process))
         return Target(f"client:{client.role}", (), (client,))
 
     # --- helpers -------------------------------------------------------------
 
-    def _node_of(self, broker_id, what: str) -> str:
-        if broker_id is None or int(broker_id) < 0:
-            raise TargetUnavailable(f"the cluster reports no {what} right now")
-        return self.lab.node_for_broker(int(broker_id)).name
+    def _role(self, ask) -> str:
+        """The node a role names right now (TargetUnavailable if none does)."""
+        try:
+            return ask(self.lab.roles())
+        except RoleUnavailable as why:
+            raise TargetUnavailable(str(why)) from None
 
     def _clients(self) -> list:
         clients = getattr(self.ctx, "clients", None)

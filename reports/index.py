@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.atomic import write_atomic
 from harness.errors import GregorError
 from reports.markup import esc
 from reports.render import faults_text, ordered_anomalies
@@ -82,7 +83,5 @@ def write_index(store_dir) -> Path:
             f"<style>{CSS}{INDEX_CSS}</style></head><body><section><h2>Gregor runs ({len(runs)}), newest first</h2>"
             f"{table}</section></body></html>\n")
     path = store / "index.html"
-    tmp = path.with_name(".index.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, page)
     return path

@@ -7,9 +7,11 @@ name the checker did not find.
 
 from __future__ import annotations
 
-import os
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from harness.atomic import write_atomic
 
 from reports.explain import explain, known_names
 from reports.render import verdict_reason
@@ -64,7 +66,7 @@ def write_junit(run_dir) -> Path:
     """Writes run_dir/junit.xml and returns its path."""
     run = load_run(run_dir)
     path = run.directory / "junit.xml"
-    tmp = path.with_name(".junit.xml.tmp")
-    junit_tree(run).write(tmp, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    data = io.BytesIO()
+    junit_tree(run).write(data, encoding="utf-8", xml_declaration=True)
+    write_atomic(path, data.getvalue())
     return path

@@ -10,12 +10,12 @@ anomaly is never recomputed here. Missing fields render as a note.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
+from harness.atomic import write_atomic
 from reports import svg
 from reports.explain import explain
 from reports.markup import esc, fmt_num
@@ -34,9 +34,7 @@ def write_report(run_dir, progress=None) -> Path:
     run = load_run(run_dir)
     page = render(run)
     path = run.directory / "report.html"
-    tmp = path.with_name(".report.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, page)
     if progress:
         progress(f"report: wrote {path} ({len(page) / 1e6:.1f} MB, {time.monotonic() - started:.1f} s)")
     return path
@@ -224,10 +222,37 @@ def banner(run: Run) -> str:
 
 
 def _node_label(node) -> str:
-    """A node of test.json: a name, or {"name", "ip", ...} as `gregor run` writes it."""
+    """A node of test.json: a name, or {"name", "address"} as `gregor run` writes it
+    ({"name", "ip"} in runs before the backends)."""
     if isinstance(node, dict):
-        return " ".join(str(node[k]) for k in ("name", "ip") if node.get(k) is not None) or str(node)
+        return " ".join(str(node[k]) for k in ("name", "address", "ip") if node.get(k) is not None) or str(node)
     return str(node)
+
+
+def _setup_extra(run: Run) -> list[tuple[str, object]]:
+    """What test.json's "setup" (the lab's own description) adds: the backend
+    (with an SSH lab's hosts and how their keys were checked),
+    and the system's storage, topology and transaction protocol where it says them."""
+    setup = run.test.get("setup") if isinstance(run.test.get("setup"), dict) else {}
+    rows = [("backend", setup.get("backend") or run.test.get("backend"))]
+    for key, label in (("hosts", "hosts"), ("host_keys", "SSH host keys"), ("storage", "storage"),
+                       ("brokers", "brokers"), ("controllers", "controllers"),
+                       ("transaction.version", "transaction protocol")):
+        if setup.get(key) is not None:
+            value = setup[key]
+            if key == "transaction.version":
+                value = _transaction_protocol(run, value)
+            rows.append((label, value))
+    return rows
+
+
+def _transaction_protocol(run: Run, level) -> str:
+    """The brokers' level, and what the clients speak: librdkafka implements
+    only the first transaction protocol (no KIP-890 v2), whatever the brokers offer."""
+    versions = run.test.get("versions") if isinstance(run.test.get("versions"), dict) else {}
+    client = f"librdkafka {versions['librdkafka']}" if versions.get("librdkafka") else "librdkafka"
+    return (f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
+            "do not implement transaction protocol v2 (KIP-890) and use the classic protocol")
 
 
 def setup_section(run: Run) -> str:
@@ -244,6 +269,7 @@ def setup_section(run: Run) -> str:
     duration = duration_s(run)
     rows = [
         ("system", " ".join(str(x) for x in (run.test.get("system"), run.test.get("version")) if x) or None),
+        *_setup_extra(run),
         ("nodes", nodes),
         ("workload", run.test.get("workload")),
         ("acks", _setting(run, "acks", "client")),
@@ -262,6 +288,28 @@ def setup_section(run: Run) -> str:
     ]
     cells = "".join(f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">{show(v)}</div></div>' for k, v in rows)
     return f'<section id="setup"><h2>Setup</h2><div class="grid">{cells}</div></section>'
+
+
+def truncation_section(run: Run) -> str:
+    """Keys whose log the final drain found ending below an offset a client had
+    seen (test.json drain.truncated, docs/SCENARIOS.md): acknowledged records
+    that no longer exist, shown as evidence rather than as a drain that waited."""
+    drain = run.test.get("drain") if isinstance(run.test.get("drain"), dict) else {}
+    truncated = drain.get("truncated")
+    if not isinstance(truncated, dict) or not truncated:
+        return ""
+    items = []
+    for key, seen in sorted(truncated.items(), key=lambda kv: str(kv[0])):
+        seen = seen if isinstance(seen, dict) else {}
+        end, acked = seen.get("end_offset"), seen.get("acked_offset")
+        gone = (f" ({acked - end + 1} offset(s) gone)" if isinstance(end, int) and isinstance(acked, int) else "")
+        where = run.key_location(key)
+        items.append(f"<li>key {esc(key)}{f' ({esc(where)})' if where else ''}: the log ends at offset "
+                     f"{esc(end)}, but a client had seen offset {esc(acked)}{esc(gone)}</li>")
+    return ('<section id="truncation"><h2>Truncated logs</h2><div class="notes">The final drain read these keys to '
+            "their end; each ended below an offset some client had learned of, so records that were "
+            "acknowledged or read are gone from the log (the drain stopped waiting for them):<ul>"
+            + "".join(items) + "</ul></div></section>")
 
 
 def summary_table(run: Run) -> str:
@@ -571,7 +619,8 @@ def render(run: Run) -> str:
     nav = ('<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
            '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
            '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>')
-    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run), summary_table(run),
+    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run),
+            truncation_section(run), summary_table(run),
             anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults, marks),
             lag_section(run, faults, marks), elle_section(run), stats_section(run)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -29,10 +29,10 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 
+from harness.paths import clients_dir
+from harness.procfs import proc_stat
 from workloads.context import ClientInfo
 
-REGISTRY_ROOT = "/run/gregor-clients"
-CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 
 
@@ -55,9 +55,10 @@ class ClientSpec:
     generation: int = 0
     txn_id: str | None = None
     group: str | None = None
-    netns: str | None = None
+    place: object = None        # harness.protocols.ClientPlace: a network place of its own
     extra: dict = field(default_factory=dict)
     log_path: str | None = None   # where the client's stderr (librdkafka's log) goes
+    client_config: dict = field(default_factory=dict)   # --client-config (security); never recorded
 
 
 class Link:
@@ -118,7 +119,7 @@ class Client:
                  "f": invoked["f"]}
         if mops is not None:
             event["mops"] = mops
-        for name in ("keys", "txn_id", "group"):
+        for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked and name not in extra:
                 event[name] = invoked[name]
         event.update(extra)
@@ -157,15 +158,10 @@ class Client:
         """Closes Kafka clients."""
 
 
-def _enter_netns(name: str) -> None:
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
+def _pending_mops(client: Client) -> list | None:
+    """The mops of an op a client abandons: its sends, nothing read."""
+    mops = client.pending.get("mops")
+    return None if mops is None else unknown_outcome_mops(mops)
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -186,8 +182,8 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
     link = Link(conn, spec)
     client = None
     try:
-        if spec.netns:
-            _enter_netns(spec.netns)
+        if spec.place is not None:
+            spec.place.enter()
         module = importlib.import_module(spec.module)
         client = module.make_client(spec, link)
         started = False
@@ -208,13 +204,12 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
                 link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
                                    + traceback.format_exc(limit=3)})
                 if client.pending is not None:
-                    client.complete("info", client.pending.get("mops"),
-                                    error=type(exc).__name__)
+                    client.complete("info", _pending_mops(client), error=type(exc).__name__)
                 else:
                     client.crashed()
                 time.sleep(0.2)      # no hot loop when the cluster keeps refusing
         if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
-            client.complete("info", client.pending.get("mops"), error="stopped")
+            client.complete("info", _pending_mops(client), error="stopped")
     except (BrokenPipeError, EOFError):
         os._exit(0)                          # the controller is gone
     finally:
@@ -232,25 +227,21 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
 # -- the controller side ---------------------------------------------------------
 
 def _start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    stat = proc_stat(pid)
+    return str(stat[1]) if stat else None
 
 
 def registry_dir(lab_name: str) -> str:
-    return os.path.join(os.environ.get("GREGOR_CLIENTS_DIR", REGISTRY_ROOT), lab_name)
+    return str(clients_dir(lab_name))
 
 
-def kill_leftover_clients(lab_name: str | None = None, progress=None) -> int:
+def kill_leftover_clients(lab_name: str, progress=None) -> int:
     """SIGKILLs client processes a crashed run of this lab left (paused or not).
 
     For `gregor run` (before it starts) and `gregor lab down`. A registry
     entry whose pid now belongs to another process (other start time) is
     only forgotten.
     """
-    lab_name = lab_name or os.environ.get("GREGOR_LAB") or "gregor"
     directory = registry_dir(lab_name)
     killed = 0
     if not os.path.isdir(directory):
@@ -292,15 +283,27 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
     """The mops of a completion whose client died mid-op: its sends stay
     listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
     has one poll mop per record read and nothing is known to have been read."""
-    return [mop for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+    return [dict(mop) for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
+def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
+    """A completion's mops: what the op did, then every send of its invoke it
+    never got to (HISTORY.md: a completion repeats its invoke's sends, also
+    for `fail` and `info`; a fenced instance's unsent writes are exactly what
+    a zombie-write check looks for)."""
+    performed = {(m.get("key"), m.get("value")) for m in done if m.get("f") == "send"}
+    rest = [dict(m) for m in invoke_mops
+            if m.get("f") == "send" and (m.get("key"), m.get("value")) not in performed]
+    return list(done) + rest
 
 
 class ClientPool:
     """Spawns the client processes and feeds their events to the writer."""
 
-    def __init__(self, writer, lab_name: str, observe=None, log=print):
+    def __init__(self, writer, lab_name: str, observe=None, log=print, resend: bool = False):
         self.writer = writer
         self.lab_name = lab_name
+        self.resend = resend              # a replacement first sends again its predecessor's unsure sends
         self.observe = observe            # called with every recorded client event
         self.log = log
         self.mp = multiprocessing.get_context("spawn")
@@ -341,10 +344,40 @@ class ClientPool:
         """SIGKILLs a client and respawns its slot as a new process; (old, new) ids."""
         return self._call(lambda: self._kill_and_replace(slot))
 
+    def kill_process(self, process: int) -> tuple[int, int]:
+        """kill_and_replace by history process id (the nemesis's client kill)."""
+        with self.lock:
+            slots = [slot for slot, live in self.live.items() if live.process == process and not live.done]
+        if not slots:
+            raise LookupError(f"no live client process {process}")
+        return self.kill_and_replace(slots[0])
+
+    def pending(self, slot: int) -> dict | None:
+        """The invoke of the op the client has in flight, or None."""
+        with self.lock:
+            live = self.live.get(slot)
+            return live.pending if live and not live.done else None
+
+    def pending_for_s(self, slot: int) -> float:
+        """How long the client's op has been in flight (0 if none), seconds."""
+        pending = self.pending(slot)
+        if pending is None:
+            return 0.0
+        return max(0.0, (self.writer.now_ns() - pending["time"]) / 1e9)
+
+    def pending_sends(self, slot: int) -> list[dict]:
+        """The sends of the op the client has in flight (key and value), if any."""
+        with self.lock:
+            live = self.live.get(slot)
+            pending = live.pending if live else None
+        return [{"f": "send", "key": m["key"], "value": m["value"]}
+                for m in (pending or {}).get("mops") or () if m.get("f") == "send"]
+
     def infos(self) -> list[ClientInfo]:
         with self.lock:
             return [ClientInfo(process=l.process, pid=l.proc.pid, role=l.spec.role,
-                               txn_id=l.spec.txn_id, group=l.spec.group, netns=l.spec.netns)
+                               txn_id=l.spec.txn_id, group=l.spec.group,
+                               place=l.spec.place.name if l.spec.place is not None else None)
                     for l in self.live.values() if not l.done]
 
     def alive(self) -> int:
@@ -451,7 +484,7 @@ class ClientPool:
         event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
         if "mops" in invoked:
             event["mops"] = unknown_outcome_mops(invoked["mops"])
-        for name in ("keys", "txn_id", "group"):
+        for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked:
                 event[name] = invoked[name]
         event["error"] = why
@@ -473,9 +506,14 @@ class ClientPool:
 
     def _kill_and_replace(self, slot: int) -> tuple[int, int]:
         live = self.live[slot]
+        unsure = self.pending_sends(slot) if self.resend else []
         self._kill(live, "killed")
         new_process = live.process + live.spec.stride
-        spec = replace(live.spec, process=new_process, generation=live.spec.generation + 1)
+        extra = dict(live.spec.extra)
+        extra.pop("resend", None)
+        if unsure:
+            extra["resend"] = unsure
+        spec = replace(live.spec, process=new_process, generation=live.spec.generation + 1, extra=extra)
         self._spawn(spec)
         return live.process, new_process
 

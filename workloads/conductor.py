@@ -8,19 +8,26 @@ so checkers and reports see it beside the nemesis's own faults.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 
+from harness.procfs import identity
+from nemesis import pause
+
 
 class ClientFaults:
-    """Pauses, resumes and kills client processes of a ClientPool, recorded."""
+    """Pauses, resumes and kills client processes of a ClientPool, recorded.
 
-    def __init__(self, pool, record):
+    A pause goes into the fault ledger before the SIGSTOP, like every nemesis
+    fault, so a crash of the controller never leaves a client stopped: the
+    next run or `gregor lab down` resumes it from the ledger.
+    """
+
+    def __init__(self, pool, record, ledger):
         self.pool = pool
         self.record = record
-        self.paused: dict[int, int] = {}     # slot -> pid
+        self.ledger = ledger
+        self.paused: dict[int, dict] = {}     # slot -> ledger entry
         self.lock = threading.Lock()
 
     def pause(self, slot: int, why: str, **extra) -> bool:
@@ -28,30 +35,38 @@ class ClientFaults:
         if pid is None:
             return False
         self.record({"process": "nemesis", "type": "invoke", "f": "pause",
-                     "value": {"clients": [process], "why": why, **extra}})
-        try:
-            os.kill(pid, signal.SIGSTOP)
-            done = {"paused": [process], "pids": [pid], "why": why, **extra}
+                     "value": {"nodes": [], "clients": [process], "why": why, **extra}})
+        ident = identity(pid)
+        entry = None
+        if ident is not None:
+            entry = self.ledger.add({"fault": "pause", "nodes": [], "role": f"client:{why}",
+                                     "clients": [dict(ident, process=process)]})
+        if entry is not None and pause.pause_client(entry["clients"][0]):
+            done = {"nodes": [], "clients": [process], "paused": [process], "pids": [pid], "why": why, **extra}
             with self.lock:
-                self.paused[slot] = pid
-        except ProcessLookupError:
-            done = {"paused": [], "why": why, "gone": [process]}
+                self.paused[slot] = entry
+        else:
+            if entry is not None:
+                self.ledger.remove(entry["id"])
+            done = {"nodes": [], "clients": [process], "paused": [], "why": why, "gone": [process]}
         self.record({"process": "nemesis", "type": "info", "f": "pause", "value": done})
         return bool(done["paused"])
 
     def resume(self, slot: int, why: str) -> None:
         with self.lock:
-            pid = self.paused.pop(slot, None)
-        if pid is None:
+            entry = self.paused.pop(slot, None)
+        if entry is None:
             return
-        process = self.pool.process_of(slot)
+        client = entry["clients"][0]
         self.record({"process": "nemesis", "type": "invoke", "f": "resume",
-                     "value": {"clients": [process], "why": why}})
-        try:
-            os.kill(pid, signal.SIGCONT)
-            done = {"resumed": [process], "pids": [pid], "why": why}
-        except ProcessLookupError:
-            done = {"resumed": [], "gone": [process], "why": why}
+                     "value": {"nodes": [], "clients": [client["process"]], "why": why}})
+        if pause.resume_client(client):
+            done = {"nodes": [], "clients": [client["process"]], "resumed": [client["process"]],
+                    "pids": [client["pid"]], "why": why}
+        else:
+            done = {"nodes": [], "clients": [client["process"]], "resumed": [], "gone": [client["process"]],
+                    "why": why}
+        self.ledger.remove(entry["id"])
         self.record({"process": "nemesis", "type": "info", "f": "resume", "value": done})
 
     def resume_all(self, why: str) -> None:
@@ -63,12 +78,14 @@ class ClientFaults:
     def kill(self, slot: int, why: str) -> None:
         process = self.pool.process_of(slot)
         self.record({"process": "nemesis", "type": "invoke", "f": "kill-client",
-                     "value": {"clients": [process], "why": why}})
+                     "value": {"nodes": [], "clients": [process], "why": why}})
         with self.lock:
-            self.paused.pop(slot, None)
+            entry = self.paused.pop(slot, None)
         old, new = self.pool.kill_and_replace(slot)
+        if entry is not None:
+            self.ledger.remove(entry["id"])
         self.record({"process": "nemesis", "type": "info", "f": "kill-client",
-                     "value": {"killed": [old], "replaced_by": new, "why": why}})
+                     "value": {"nodes": [], "clients": [old], "killed": [old], "replaced_by": new, "why": why}})
 
 
 class Conductor(threading.Thread):

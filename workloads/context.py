@@ -16,15 +16,17 @@ class ClientInfo:
     role: str           # "producer", "consumer", "txn", "zombie", "copier", "verifier", ...
     txn_id: str | None
     group: str | None
-    netns: str | None   # the client's own namespace, if it has one
+    place: str | None   # the name of the client's own place (lab.client_place), if it has one
 
 
 class RunContext:
     """The lab, the test map, the history and the live clients of one run."""
 
     def __init__(self, lab, test: dict, writer, clients: Callable[[], list[ClientInfo]],
-                 on_record: Callable[[dict], None] | None = None):
+                 on_record: Callable[[dict], None] | None = None,
+                 kill_client: Callable[[int], tuple[int, int]] | None = None):
         self.lab = lab
+        self.kill_client = kill_client   # process id -> (old, new): SIGKILL and replace (nemesis kill)
         self._on_record = on_record
         self.test = test
         self._writer = writer

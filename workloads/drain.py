@@ -5,6 +5,13 @@ client) reads every key from offset 0 until its position has passed every
 offset any client learned of (from sends and polls), or the drain time limit
 passes. Without it, a record acknowledged late in the run would look lost
 only because nobody had read it yet.
+
+A key whose log ends below an offset some client learned of (a leader that
+acknowledged records and lost them to a truncation) will never get there:
+once the drain has read that key to its end and the end has stayed put for
+TRUNCATION_GRACE_S, it stops waiting for the key, says so, and records what
+it saw on its poll completion (`truncated`, docs/SCENARIOS.md), so that the
+loss is evidence rather than a drain that timed out.
 """
 
 from __future__ import annotations
@@ -17,6 +24,36 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 
 from workloads.kafka_io import KeyMap, read_messages
+
+TRUNCATION_GRACE_S = 8.0   # a new leader's high watermark catches up within a few fetches
+
+
+class TruncationWatch:
+    """Keys whose log end stays below the offset the drain waits for.
+
+    `see(key, position, end, target, now)` is called after each poll with the
+    consumer's position and the partition's end (high watermark); it returns
+    what was seen once the drain has read everything there is (position at
+    the end), the end is at or below the target, and neither moved for
+    `grace_s` seconds.
+    """
+
+    def __init__(self, grace_s: float = TRUNCATION_GRACE_S):
+        self.grace_s = grace_s
+        self.since: dict[int, tuple[int, float]] = {}   # key -> (end, first seen)
+
+    def see(self, key: int, position: int | None, end: int | None, target: int, now: float) -> dict | None:
+        if position is None or end is None or position < end or end > target:
+            self.since.pop(key, None)
+            return None
+        first = self.since.get(key)
+        if first is None or first[0] != end:
+            self.since[key] = (end, now)
+            return None
+        if now - first[1] < self.grace_s:
+            return None
+        return {"key": key, "end_offset": end, "acked_offset": target,
+                "waited_s": round(now - first[1], 3)}
 
 
 class OffsetsLearned:
@@ -50,11 +87,13 @@ def _librdkafka_logger(log_path: str | None) -> dict:
 
 
 def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
-          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None) -> dict:
+          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None,
+          client_config: dict | None = None) -> dict:
     """Reads until every target offset is passed; returns the test.json "drain" field."""
     keymap = KeyMap(key_map)
     keys = sorted(keymap.by_key)
     consumer = Consumer({
+        **(client_config or {}),   # the lab's client settings (security)
         "bootstrap.servers": bootstrap,
         "group.id": f"gregor-drain-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
@@ -71,6 +110,8 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
         consumer.assign([keymap.tp(k, OFFSET_BEGINNING) for k in keys])
         writer.record({"process": process, "type": "ok", "f": "assign", "keys": keys})
         waiting = {k: o for k, o in targets.items() if k in keymap.by_key}
+        watch = TruncationWatch()
+        truncated: list[dict] = []
         last_report = started
         while waiting and time.monotonic() < end:
             writer.record({"process": process, "type": "invoke", "f": "poll",
@@ -82,16 +123,19 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
                                "error": exc.args[0].name() if exc.args else "error"})
                 continue
             mops, _ = read_messages(messages, keymap)
-            writer.record({"process": process, "type": "ok", "f": "poll", "mops": mops})
             reads += len(mops)
-            try:
-                positions = consumer.position([keymap.tp(k) for k in waiting])
-            except KafkaException:
-                positions = []
-            for tp in positions:
-                key = keymap.key_of(tp.topic, tp.partition)
-                if key in waiting and tp.offset is not None and tp.offset > waiting[key]:
-                    del waiting[key]
+            seen = passed_or_truncated(consumer, keymap, waiting, watch, idle=not mops)
+            completion = {"process": process, "type": "ok", "f": "poll", "mops": mops}
+            if seen:
+                completion["truncated"] = seen
+                truncated += seen
+            writer.record(completion)
+            for found in seen:
+                if progress:
+                    topic, partition = keymap.by_key[found["key"]]
+                    progress(f"drain: key {found['key']} ({topic}-{partition}) ends at offset "
+                             f"{found['end_offset']}, below the acknowledged offset "
+                             f"{found['acked_offset']}: truncated; not waiting for it")
             if progress and time.monotonic() - last_report > 5:
                 progress(f"drain: {reads} records read, {len(waiting)} key(s) still behind")
                 last_report = time.monotonic()
@@ -102,4 +146,48 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
               "seconds": round(time.monotonic() - started, 3), "records": reads}
     if not complete:
         result["behind"] = {str(k): o for k, o in sorted(waiting.items())}
+    if truncated:
+        result["truncated"] = {str(t["key"]): {n: v for n, v in t.items() if n != "key"} for t in truncated}
     return result
+
+
+def passed_or_truncated(consumer, keymap: KeyMap, waiting: dict[int, int], watch: TruncationWatch,
+                        idle: bool) -> list[dict]:
+    """Drops from `waiting` the keys the consumer has read past their target,
+    and, after a poll that read nothing (idle), those whose log ended below
+    it; returns what was seen of the latter."""
+    try:
+        positions = consumer.position([keymap.tp(k) for k in waiting])
+    except KafkaException:
+        return []
+    seen = []
+    for tp in positions:
+        key = keymap.key_of(tp.topic, tp.partition)
+        if key not in waiting:
+            continue
+        if tp.offset is not None and tp.offset > waiting[key]:
+            del waiting[key]
+        elif idle:
+            low, high = _log_bounds(consumer, tp)
+            position = _offset(tp.offset)
+            if position is None and high is not None and high == low:
+                position = high     # an empty log: nothing to read, nothing was
+            found = watch.see(key, position, high, waiting[key], time.monotonic())
+            if found is not None:
+                del waiting[key]
+                seen.append(found)
+    return seen
+
+
+def _offset(value) -> int | None:
+    return value if value is not None and value >= 0 else None
+
+
+def _log_bounds(consumer, tp) -> tuple[int | None, int | None]:
+    """The partition's start and end (high watermark) as its leader reports
+    them now; None where unknown (no leader)."""
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=2, cached=False)
+    except KafkaException:
+        return None, None
+    return _offset(low), _offset(high)

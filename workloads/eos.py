@@ -18,7 +18,7 @@ from confluent_kafka import Consumer
 from workloads import queue
 from workloads.clients import Client
 from workloads.generators import Pacer, Plans
-from workloads.kafka_io import KeyMap, RebalanceLog, close_consumer, consumer_config
+from workloads.kafka_io import KeyMap, RebalanceLog, close_consumer, consumer_config, read_messages
 from workloads.txn import TransactionalProducer, TxnRunner, needs_new_instance
 
 MIN_CONCURRENCY = 3
@@ -94,9 +94,54 @@ class CopierClient(Client):
             return
         abort = self.plans.rng.random() < self.plans.abort_ratio
         process = self.process
-        done = self.runner.run(self.tp, [{"f": "poll"}], abort, consumer=self.consumer,
-                               group=self.spec.group, rebalance=self.rebalance,
-                               outputs=self.outputs, poll_timeout_s=0.5)
-        if self.process == process and needs_new_instance(done):
+        mode = self.spec.options.get("copier.offsets", "txn")
+        if mode == "txn":
+            done = self.runner.run(self.tp, [{"f": "poll"}], abort, consumer=self.consumer,
+                                   group=self.spec.group, rebalance=self.rebalance,
+                                   outputs=self.outputs, poll_timeout_s=0.5)
+        else:
+            done = self.copy_outside(mode, abort)
+            if done is None:
+                return
+        if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()
+
+    def copy_outside(self, mode: str, abort: bool) -> dict | None:
+        """One copy with the input offsets committed outside the transaction."""
+        process = self.process
+        polled = self.poll_op()
+        if not polled or self.process != process:
+            return None
+        if mode == "before":
+            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled,
+                              self.rebalance.assigned)
+            if self.process != process:
+                return None
+        outputs = self.outputs(polled)
+        done = self.runner.run(self.tp, [], abort, group=self.spec.group, outputs=lambda _polled: outputs)
+        if self.process != process:
+            return done
+        if done["type"] == "ok" and mode == "after":
+            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled,
+                              self.rebalance.assigned)
+        elif done["type"] != "ok":
+            self.runner.rewind(self.consumer, polled)   # copy them again (a live copier retries)
+        return done
+
+    def poll_op(self) -> list[dict]:
+        """A `poll` op of the copier's group; the records read."""
+        self.invoke("poll", [{"f": "poll"}], group=self.spec.group)
+        try:
+            messages = self.consumer.consume(num_messages=50, timeout=0.5)
+        except Exception as exc:  # noqa: BLE001 - recorded as the op's failure
+            from workloads import errors
+            self.complete("fail", [], error=errors.name_of(exc), **self.rebalance_fields())
+            return []
+        mops, _ = read_messages(messages, self.keymap)
+        self.complete("ok", mops, **self.rebalance_fields())
+        return mops
+
+    def rebalance_fields(self) -> dict:
+        entries = self.rebalance.take()
+        return {"rebalance": entries} if entries else {}

@@ -40,6 +40,7 @@ class KeyMap:
 def producer_config(spec, transactional_id: str | None = None) -> dict:
     opts = spec.options
     conf = {
+        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "acks": str(opts.get("acks", "all")),
@@ -60,13 +61,30 @@ def producer_config(spec, transactional_id: str | None = None) -> dict:
         conf["acks"] = "all"
         conf["max.in.flight.requests.per.connection"] = min(
             5, conf["max.in.flight.requests.per.connection"])
+    conf.update(librdkafka_settings(opts.get("producer_config")))
     return conf
+
+
+def librdkafka_settings(extra: dict | None) -> dict:
+    """--producer-config/--consumer-config values, as librdkafka wants them (text,
+    numbers as ints, true/false as booleans)."""
+    out = {}
+    for key, value in (extra or {}).items():
+        text = str(value)
+        if text.lower() in ("true", "false"):
+            out[key] = text.lower() == "true"
+        elif text.lstrip("-").isdigit():
+            out[key] = int(text)
+        else:
+            out[key] = text
+    return out
 
 
 def consumer_config(spec, group: str, isolation: str | None = None,
                     auto_commit: bool = False, **callbacks) -> dict:
     opts = spec.options
     conf = {
+        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "group.id": group,
@@ -82,6 +100,7 @@ def consumer_config(spec, group: str, isolation: str | None = None,
     }
     if auto_commit:
         conf["auto.commit.interval.ms"] = int(opts.get("auto.commit.interval.ms", 1000))
+    conf.update(librdkafka_settings(opts.get("consumer_config")))
     conf.update(callbacks)
     return conf
 

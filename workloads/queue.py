@@ -49,6 +49,9 @@ class ProducerClient(Client):
         self.may_retry = (opts.get("retries") is None or int(opts["retries"]) > 0
                           or bool(opts.get("enable.idempotence", True)))
         self.batch = int(opts.get("batch", 1))
+        if not hasattr(self, "unsure"):
+            # --resend: what the killed process this one replaces had in flight
+            self.unsure = list(self.spec.extra.get("resend") or [])
 
     def close(self) -> None:
         abandon_producer(getattr(self, "producer", None))
@@ -58,8 +61,9 @@ class ProducerClient(Client):
         if not self.pacer.wait(self.spec.deadline):
             time.sleep(min(0.05, max(0.0, self.spec.deadline - time.monotonic())))
             return
-        mops = self.plans.sends(self.batch)
-        self.invoke("send", mops)
+        resend = bool(self.unsure)
+        mops, self.unsure = (self.unsure, []) if resend else (self.plans.sends(self.batch), [])
+        self.invoke("send", mops, **({"resend": True} if resend else {}))
         results: list = [None] * len(mops)
 
         def delivered(i):
@@ -80,11 +84,15 @@ class ProducerClient(Client):
                 except KafkaException as exc:
                     results[i] = ("err", errors.error_of(exc))
                     break
+        self.flush_wait()
         wait_s = self.conf["message.timeout.ms"] / 1000 + 5
         end = time.monotonic() + wait_s
         while any(r is None for r in results) and time.monotonic() < end:
             self.producer.flush(min(0.5, max(0.0, end - time.monotonic())))
         self.finish(mops, results)
+
+    def flush_wait(self) -> None:
+        """Time between producing an op's records and waiting for them (none here)."""
 
     def finish(self, mops, results) -> None:
         out, types, first_error, fatal = [], [], None, False
@@ -151,6 +159,9 @@ class ConsumerClient(Client):
                 self.reset()
             return
         mops, _transient = read_messages(messages, self.keymap)
+        process_ms = int(self.spec.options.get("process.ms") or 0)
+        if mops and process_ms:
+            time.sleep(process_ms / 1000)   # the work on what was polled, before the op completes
         self.complete("ok", mops, **self.rebalance_fields())
         self.record_auto_commits()
         if mops and not self.auto_commit and self.spec.options.get("commit", True):
@@ -161,29 +172,8 @@ class ConsumerClient(Client):
         return {"rebalance": entries} if entries else {}
 
     def commit(self, mops) -> None:
-        nexts: dict[int, int] = {}
-        for mop in mops:
-            nexts[mop["key"]] = max(nexts.get(mop["key"], -1), mop["offset"] + 1)
-        if self.subscribe:
-            nexts = {k: o for k, o in nexts.items() if k in self.rebalance.assigned}
-        if not nexts:
-            return
-        commit_mops = [{"f": "commit", "key": k, "offset": o} for k, o in sorted(nexts.items())]
-        self.invoke("commit", commit_mops, group=self.group)
-        try:
-            result = self.consumer.commit(
-                offsets=[self.keymap.tp(k, o) for k, o in sorted(nexts.items())],
-                asynchronous=False)
-        except KafkaException as exc:
-            outcome = errors.classify(exc, errors.COMMIT)
-            self.complete(outcome.type, commit_mops, error=outcome.error)
-            return
-        failed = [tp.error for tp in (result or []) if tp.error is not None]
-        if failed:
-            outcome = errors.classify(failed[0], errors.COMMIT)
-            self.complete(outcome.type, commit_mops, error=outcome.error)
-        else:
-            self.complete("ok", commit_mops)
+        commit_read(self, self.consumer, self.keymap, self.group, mops,
+                    self.rebalance.assigned if self.subscribe else None)
 
     def record_auto_commits(self) -> None:
         """Auto commits seen by on_commit during the last op, as their own ops."""
@@ -205,3 +195,32 @@ class ConsumerClient(Client):
             else:
                 outcome = errors.classify(err, errors.COMMIT)
                 self.complete(outcome.type, mops, error=outcome.error, auto=True)
+
+
+def commit_read(client: Client, consumer, keymap: KeyMap, group: str, mops, assigned=None) -> str | None:
+    """Commits, as one `commit` op, the positions after the records `mops` read
+    (only keys in `assigned`, when given); returns the op's type (None: nothing to commit)."""
+    nexts: dict[int, int] = {}
+    for mop in mops:
+        if mop.get("f") == "poll":
+            nexts[mop["key"]] = max(nexts.get(mop["key"], -1), mop["offset"] + 1)
+    if assigned is not None:
+        nexts = {k: o for k, o in nexts.items() if k in assigned}
+    if not nexts:
+        return None
+    commit_mops = [{"f": "commit", "key": k, "offset": o} for k, o in sorted(nexts.items())]
+    client.invoke("commit", commit_mops, group=group)
+    try:
+        result = consumer.commit(offsets=[keymap.tp(k, o) for k, o in sorted(nexts.items())],
+                                 asynchronous=False)
+    except KafkaException as exc:
+        outcome = errors.classify(exc, errors.COMMIT)
+        client.complete(outcome.type, commit_mops, error=outcome.error)
+        return outcome.type
+    failed = [tp.error for tp in (result or []) if tp.error is not None]
+    if failed:
+        outcome = errors.classify(failed[0], errors.COMMIT)
+        client.complete(outcome.type, commit_mops, error=outcome.error)
+        return outcome.type
+    client.complete("ok", commit_mops)
+    return "ok"

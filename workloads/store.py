@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
+
+from harness import atomic
 
 
 def new_run_dir(store: str, test_name: str, start_wall: float | None = None) -> str:
@@ -38,8 +39,4 @@ def point_latest(store: str, run_dir: str) -> None:
 
 def write_json(path: str, data: dict) -> None:
     """Writes JSON atomically (temp file + rename): a reader never sees half a file."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=1, sort_keys=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    atomic.write_json(path, data, indent=1)

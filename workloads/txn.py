@@ -11,13 +11,15 @@ producer id and epoch that librdkafka's statistics report.
 
 from __future__ import annotations
 
+import random
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import errors
-from workloads.clients import Client
-from workloads.generators import Pacer, Plans
+from workloads.clients import Client, with_unperformed_sends
+from workloads.conductor import Conductor
+from workloads.generators import Pacer, Plans, TxnPlan
 from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_producer,
                                 close_consumer, consumer_config, encode, join_keys,
                                 producer_config, read_messages)
@@ -47,6 +49,7 @@ class TransactionalProducer:
         conf["stats_cb"] = self.stats.on_stats
         self.timeout_ms = conf["transaction.timeout.ms"]
         self.producer = Producer(conf)
+        self.unusable: str | None = None   # set when an abort finds the instance fenced
 
     def init(self) -> bool:
         """Records an `init` op; True when the instance may run transactions."""
@@ -127,6 +130,11 @@ class TxnRunner:
                     fields["rebalance"] = entries
             return fields
 
+        def listed() -> list:
+            """What the op did, plus the invoke's sends it never performed
+            (begin_transaction of an instance already fenced raises first)."""
+            return with_unperformed_sends(out, mops)
+
         def fill_offsets():
             for mop in out:
                 if mop.get("f") == "send" and id(mop) in delivered:
@@ -165,7 +173,7 @@ class TxnRunner:
                 fill_offsets()
                 self.abort(tp)
                 self.rewind(consumer, polled)
-                return client.complete("fail", out, error=ABORTED_ON_PURPOSE, **extras())
+                return client.complete("fail", listed(), error=ABORTED_ON_PURPOSE, **extras())
         except (KafkaException, TimeoutError) as exc:
             fill_offsets()
             self.abort(tp)
@@ -173,7 +181,7 @@ class TxnRunner:
             outcome = errors.classify(exc if isinstance(exc, KafkaException)
                                       else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
                                       errors.TXN_BODY)
-            return client.complete("fail", out, error=outcome.error, **extras())
+            return client.complete("fail", listed(), error=outcome.error, **extras())
 
         fill_offsets()
         commit_time = client.link.now_ns()
@@ -181,7 +189,7 @@ class TxnRunner:
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
                 fill_offsets()
-                return client.complete("ok", out, **extras())
+                return client.complete("ok", listed(), **extras())
             except KafkaException as exc:
                 err = errors.error_of(exc)
                 if err is not None and err.retriable() and attempt < 2:
@@ -193,7 +201,7 @@ class TxnRunner:
                     self.abort(tp)
                 if outcome.type == "fail":
                     self.rewind(consumer, polled)
-                return client.complete(outcome.type, out, error=outcome.error, **extras())
+                return client.complete(outcome.type, listed(), error=outcome.error, **extras())
         raise AssertionError("unreachable")
 
     def positions(self, polled: list) -> list[tuple[int, int]]:
@@ -205,8 +213,12 @@ class TxnRunner:
     def abort(self, tp: TransactionalProducer) -> None:
         try:
             tp.producer.abort_transaction(CALL_TIMEOUT_S)
-        except KafkaException:
-            pass    # fenced or fatal: the caller replaces the instance
+        except KafkaException as exc:
+            # fenced or fatal: the instance cannot run another transaction
+            # (its next begin_transaction would raise), so it is replaced
+            err = errors.error_of(exc)
+            if err is not None and (err.fatal() or err.name() in errors.FENCING):
+                tp.unusable = err.name()
 
     def rewind(self, consumer, polled: list) -> None:
         """Seeks back to the first record read in an aborted transaction.
@@ -226,9 +238,11 @@ class TxnRunner:
                 pass    # no longer assigned: the rebalance entry resets the position
 
 
-def needs_new_instance(completion: dict) -> bool:
-    """After a fencing or fatal error the producer instance cannot go on."""
-    return completion.get("error") in errors.FENCING or completion.get("type") == "info"
+def needs_new_instance(completion: dict, tp: TransactionalProducer | None = None) -> bool:
+    """After a fencing or fatal error the producer instance cannot go on
+    (also when only the abort of an op, e.g. one aborted on purpose, found it fenced)."""
+    return (completion.get("error") in errors.FENCING or completion.get("type") == "info"
+            or bool(tp is not None and tp.unusable))
 
 
 class TxnClient(Client):
@@ -240,6 +254,10 @@ class TxnClient(Client):
             self.plans = Plans.for_spec(self.spec, default_abort_ratio=0.1)
             self.pacer = Pacer(self.spec.rate)
         opts = self.spec.options
+        self.hold_s = int(opts.get("txn.hold.ms") or 0) / 1000
+        if not hasattr(self, "unsure"):
+            # --resend: what the killed process this one replaces had in flight
+            self.unsure = list(self.spec.extra.get("resend") or [])
         self.subscribe = bool(opts.get("subscribe"))
         self.group = self.spec.group if self.subscribe else None
         self.rebalance = RebalanceLog(self.keymap) if self.subscribe else None
@@ -278,10 +296,55 @@ class TxnClient(Client):
         if not self.pacer.wait(self.spec.deadline):
             time.sleep(min(0.05, max(0.0, self.spec.deadline - time.monotonic())))
             return
-        plan = self.plans.txn()
+        resend = bool(self.unsure)
+        plan = TxnPlan(self.unsure, False) if resend else self.plans.txn()
+        self.unsure = []
         process = self.process
         done = self.runner.run(self.tp, plan.mops, plan.abort, consumer=self.consumer,
-                               group=self.group, rebalance=self.rebalance)
-        if self.process == process and needs_new_instance(done):
+                               group=self.group, rebalance=self.rebalance, hold_s=self.hold_s,
+                               extra_invoke={"resend": True} if resend else None)
+        if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()
+
+
+class HangConductor(Conductor):
+    """Now and then pauses one transactional client where --hang says:
+    `inside` a transaction (its writes sent, its commit not yet asked for:
+    a hanging transaction that holds back the last stable offset of the
+    partitions it wrote until the coordinator aborts it after
+    transaction.timeout.ms) or `between` two transactions (nothing open)."""
+
+    def __init__(self, faults, pool, slots: list[int], seed: int, where: str, hang_s: float,
+                 every_s: float = 4.0, deadline: float | None = None):
+        super().__init__(faults, "hang-conductor", deadline)
+        self.pool, self.slots, self.where, self.hang_s = pool, slots, where, hang_s
+        self.rng = random.Random(f"hang:{seed}")
+        self.every_s = every_s
+
+    def run(self) -> None:
+        while self.slots and self.sleep(self.every_s * (0.5 + self.rng.random())):
+            if not self.room_for(self.hang_s + 5.0):
+                break
+            slot = self.rng.choice(self.slots)
+            if not self.wait_for_moment(slot):
+                continue
+            if self.faults.pause(slot, f"hang {self.where} a transaction"):
+                if not self.sleep(self.hang_s):
+                    break
+                self.faults.resume(slot, "end of hang")
+
+    def wait_for_moment(self, slot: int, within_s: float = 5.0) -> bool:
+        """Waits until the client is at the chosen moment: its txn op in flight
+        for a while (its sends are out), or no op in flight."""
+        end = time.monotonic() + within_s
+        while time.monotonic() < end and not self.halt.is_set():
+            pending = self.pool.pending(slot)
+            if self.where == "inside":
+                if pending is not None and pending.get("f") == "txn" and \
+                        self.pool.pending_for_s(slot) >= 0.03:
+                    return True
+            elif pending is None:
+                return True
+            time.sleep(0.005)
+        return False

@@ -7,6 +7,11 @@ tells the standby to call init_transactions (fencing the paused one), and
 resumes the paused one a little later: it wakes up as a zombie, its pending
 commit is fenced, and it goes standby until its turn comes again. Every init
 is recorded with the producer id and epoch librdkafka reports.
+
+With --zombie-kind idempotent the instances are plain idempotent producers
+(no transactional.id, so nothing fences a paused one: its late writes land);
+with --resend the partner first sends again what the paused instance had in
+flight, as a failover that takes over unfinished work does.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import time
 
 from workloads.clients import Client
 from workloads.conductor import Conductor
-from workloads.generators import Pacer, Plans
+from workloads.generators import Pacer, Plans, TxnPlan
 from workloads.kafka_io import KeyMap
+from workloads.queue import ProducerClient
 from workloads.txn import TransactionalProducer, TxnRunner, needs_new_instance
 
 MIN_CONCURRENCY = 2
@@ -29,14 +35,26 @@ def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
     slots = []
     for i in range(concurrency):
         pair = i // 2
-        slots.append({"role": "zombie", "keys": keys, "txn": True,
+        slots.append({"role": "zombie", "keys": keys, "txn": options.get("zombie.kind") != "idempotent",
                       "txn_id_suffix": f"pair-{pair}",
                       "extra": {"pair": pair, "active": i % 2 == 0}})
     return slots
 
 
 def make_client(spec, link):
+    if spec.options.get("zombie.kind") == "idempotent":
+        return IdempotentZombie(spec, link)
     return ZombieClient(spec, link)
+
+
+def activation(inbox: list) -> list | None:
+    """Takes an activation out of the inbox: the sends to do first (maybe none),
+    or None when there is no activation."""
+    for message in inbox:
+        if message == ACTIVATE or (isinstance(message, tuple) and message[0] == ACTIVATE):
+            inbox.remove(message)
+            return list(message[1]) if isinstance(message, tuple) else []
+    return None
 
 
 class ZombieClient(Client):
@@ -70,21 +88,56 @@ class ZombieClient(Client):
         self.active = False        # after a crash, wait for the conductor's turn
 
     def step(self) -> None:
-        if ACTIVATE in self.link.inbox:
-            self.link.inbox = [m for m in self.link.inbox if m != ACTIVATE]
+        unsure = activation(self.link.inbox)
+        if unsure is not None:
             self.activate()
+            self.unsure = unsure
         if not self.active or self.tp is None:
             time.sleep(0.02)
             return
         if not self.pacer.wait(self.spec.deadline):
             time.sleep(min(0.05, max(0.0, self.spec.deadline - time.monotonic())))
             return
-        plan = self.plans.txn(max_mops=3, polls=False)
+        resend = bool(getattr(self, "unsure", None))
+        plan = TxnPlan(self.unsure, False) if resend else self.plans.txn(max_mops=3, polls=False)
+        self.unsure = []
         process = self.process
-        done = self.runner.run(self.tp, plan.mops, plan.abort, hold_s=0.05)
-        if self.process == process and needs_new_instance(done):
+        done = self.runner.run(self.tp, plan.mops, plan.abort, hold_s=0.05,
+                               extra_invoke={"resend": True} if resend else None)
+        if self.process == process and needs_new_instance(done, self.tp):
             self.close()
             self.active = False
+
+
+class IdempotentZombie(ProducerClient):
+    """An instance that is a plain idempotent producer: sends ops, with the
+    same pause between writes and acknowledgement as a transactional one has
+    between writes and commit. Standby until activated; never fenced."""
+
+    HOLD_S = 0.05
+
+    def start(self) -> None:
+        super().start()
+        if not hasattr(self, "active"):
+            self.active = bool(self.spec.extra.get("active"))
+
+    def reset(self) -> None:
+        super().reset()
+        self.active = False        # after a crash, wait for the conductor's turn
+
+    def step(self) -> None:
+        unsure = activation(self.link.inbox)
+        if unsure is not None:
+            self.close()
+            super().start()        # a new producer: a new producer id, a new idempotence session
+            self.active, self.unsure = True, unsure
+        if not self.active:
+            time.sleep(0.02)
+            return
+        super().step()
+
+    def flush_wait(self) -> None:
+        time.sleep(self.HOLD_S)
 
 
 class ZombieConductor(Conductor):
@@ -92,7 +145,7 @@ class ZombieConductor(Conductor):
 
     def __init__(self, faults, pool, pairs: dict[int, list[int]], seed: int,
                  txn_ids: dict[int, str], hold_s: float = 2.0, every_s: float = 3.0,
-                 deadline: float | None = None):
+                 deadline: float | None = None, resend: bool = False):
         super().__init__(faults, "zombie-conductor", deadline)
         self.pool = pool
         self.pairs = {p: slots for p, slots in pairs.items() if len(slots) == 2}
@@ -101,6 +154,7 @@ class ZombieConductor(Conductor):
         self.txn_ids = txn_ids
         self.hold_s = hold_s
         self.every_s = every_s
+        self.resend = resend
 
     def run(self) -> None:
         if not self.pairs:
@@ -111,9 +165,11 @@ class ZombieConductor(Conductor):
                 break
             zombie = self.active[pair]
             partner = [s for s in self.pairs[pair] if s != zombie][0]
-            if not self.faults.pause(zombie, "zombie", txn_id=self.txn_ids.get(pair)):
+            txn_id = {"txn_id": self.txn_ids[pair]} if self.txn_ids.get(pair) else {}
+            if not self.faults.pause(zombie, "zombie", **txn_id):
                 continue
-            self.pool.send(partner, ACTIVATE)
+            unsure = self.pool.pending_sends(zombie) if self.resend else []
+            self.pool.send(partner, (ACTIVATE, unsure) if unsure else ACTIVATE)
             self.active[pair] = partner
             if not self.sleep(self.hold_s):
                 break

@@ -8,7 +8,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
-LAB_NAME = "labt"  # our own lab name, so other engineers' labs ("wl", "nem") never collide
+from backend_params import lab_name
+
+LAB_NAME = lab_name("labt")  # our own lab name, so other engineers' labs ("nem") never collide
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (network namespaces)")
 
@@ -51,23 +53,12 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) 
     return values
 
 
-def leftovers(name: str) -> list[str]:
+def leftovers(name: str, backend: str = "local") -> list[str]:
     """Everything of lab `name` that still exists: namespaces, links, processes, dirs, state."""
-    from pathlib import Path
+    from harness import registry
+    from harness.lab import state_path
 
-    from harness import netns
-    from harness.lab import LABS_DIR, state_path
-    from harness.local_node import proc_cmdline
-
-    found = [f"namespace {ns}" for ns in netns.namespaces() if ns.startswith(f"{name}-")]
-    links = netns.run(["ip", "-o", "link", "show"], check=False).stdout
-    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
-              if line.split(":")[1].strip().startswith(f"{name}-")]
-    marker = f"{LABS_DIR / name}/"
-    found += [f"process {p.name}" for p in Path("/proc").iterdir()
-              if p.name.isdigit() and any(marker in arg for arg in proc_cmdline(int(p.name)))]
-    if (LABS_DIR / name).exists():
-        found.append(f"dir {LABS_DIR / name}")
+    found = registry.backend(backend).leftovers(name)
     if state_path(name).exists():
         found.append(f"state {state_path(name)}")
     return found

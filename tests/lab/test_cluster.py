@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import netns
+from harness import netfaults
+from harness.backends import netns
 from harness.errors import GregorError
 from harness.lab import Lab
-from harness.local_node import proc_state
+from harness.nfqueue_netem import emulators
+from harness.procfs import proc_state
 from lab.helpers import LAB_NAME, consume_all, needs_root, produce
 
 pytestmark = [pytest.mark.lab, needs_root]
@@ -19,15 +21,17 @@ pytestmark = [pytest.mark.lab, needs_root]
 
 def test_three_nodes_come_up_with_distinct_addresses_and_a_controller(lab):
     assert [n.name for n in lab.nodes] == ["n1", "n2", "n3"]
-    assert len({n.ip for n in lab.nodes}) == 3
+    assert len({n.address for n in lab.nodes}) == 3
     assert all(n.state() == "running" for n in lab.nodes)
     assert lab.up_seconds is not None and lab.up_seconds > 0
     admin = lab.admin()
     assert sorted(admin.brokers()) == [1, 2, 3]
     assert admin.controller() in (1, 2, 3)
     for node in lab.nodes:  # each broker advertises its own node address
-        assert admin.brokers()[node.broker_id] == f"{node.ip}:9092"
-        assert node.config_path.is_file() and node.data_dir.is_dir() and node.log_path.stat().st_size > 0
+        assert admin.brokers()[lab.system.broker_id(node.name)] == f"{node.address}:9092"
+        home = Path(node.home)
+        assert (home / "server.properties").is_file() and (home / "data").is_dir()
+        assert Path(node.service.log).stat().st_size > 0
 
 
 def test_attach_finds_the_same_lab(lab):
@@ -69,7 +73,7 @@ def test_after_sigkill_of_a_leader_the_cluster_serves_and_the_broker_rejoins(lab
     values = [f"k{i}" for i in range(200)]
     assert produce(lab.bootstrap_servers, "t-kill", values, timeout=60) == values
     assert consume_all(lab.bootstrap_servers, "t-kill", 200) == values
-    assert admin.leader("t-kill", 0) != victim.broker_id
+    assert lab.roles().leader("t-kill", 0) != victim.name
     victim.start()
     lab.wait_healthy(["t-kill"], timeout=60)
     assert sorted(admin.isr("t-kill", 0)) == [1, 2, 3]
@@ -82,72 +86,72 @@ def _connect_cmd(ip: str, port: int = 9092) -> list[str]:
 
 def _ping(node, ip) -> bool:
     """Whether a TCP connection from `node` to the broker port at `ip` succeeds."""
-    return node.run(_connect_cmd(ip), check=False).returncode == 0
+    return node.exec(_connect_cmd(ip), check=False).returncode == 0
 
 
 def test_drop_to_cuts_one_way_and_heal_restores(lab):
     n1, n2 = lab.node("n1"), lab.node("n2")
-    assert _ping(n1, n2.ip)
-    n1.drop_to([n2.ip])
+    assert _ping(n1, n2.address)
+    n1.drop_to([n2.address])
     try:
-        assert not _ping(n1, n2.ip)          # n1 cannot send to n2
-        assert "GREGOR-OUT" in n1.run(["iptables", "-S", "GREGOR-OUT"]).stdout
+        assert not _ping(n1, n2.address)          # n1 cannot send to n2
+        assert "GREGOR-OUT" in n1.exec(["iptables", "-S", "GREGOR-OUT"]).stdout
     finally:
         n1.heal_network()
-    assert _ping(n1, n2.ip)
+    assert _ping(n1, n2.address)
 
 
 def test_drop_from_blocks_replies_and_heal_restores(lab):
     n1, n3 = lab.node("n1"), lab.node("n3")
-    n1.drop_from(n3.ip)
+    n1.drop_from(n3.address)
     try:
-        assert not _ping(n1, n3.ip)          # replies from n3 never arrive
-        assert _ping(n1, lab.node("n2").ip)  # other links stay up
+        assert not _ping(n1, n3.address)          # replies from n3 never arrive
+        assert _ping(n1, lab.node("n2").address)  # other links stay up
     finally:
         n1.heal_network()
-    assert _ping(n1, n3.ip)
+    assert _ping(n1, n3.address)
 
 
 def test_netem_is_applied_and_cleared(lab):
     node = lab.node("n2")
     if netns.netem_available():
         node.netem("delay 50ms")
-        assert "netem" in node.run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
+        assert "netem" in node.exec(["tc", "qdisc", "show", "dev", "eth0"]).stdout
     else:  # emulated: an NFQUEUE rule and one emulator process serving this namespace
-        node.netem("delay 50ms")
-        assert "NFQUEUE" in node.run(["iptables", "-S", "GREGOR-NETEM"]).stdout
-        assert len(netns.emulator_pids(node.namespace)) == 1
+        assert node.netem("delay 50ms") == netfaults.NETEM_EMULATED
+        assert "NFQUEUE" in node.exec(["iptables", "-S", "GREGOR-NETEM"]).stdout
+        assert len(emulators(node.netem_tag())) == 1
         node.netem("loss 30%")
-        assert "statistic" in node.run(["iptables", "-S", "GREGOR-NETEM"]).stdout
-        assert netns.emulator_pids(node.namespace) == []
+        assert "statistic" in node.exec(["iptables", "-S", "GREGOR-NETEM"]).stdout
+        assert emulators(node.netem_tag()) == []
     node.clear_netem()
-    assert "netem" not in node.run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
-    rules = node.run(["iptables", "-S", "GREGOR-NETEM"], check=False).stdout
+    assert "netem" not in node.exec(["tc", "qdisc", "show", "dev", "eth0"]).stdout
+    rules = node.exec(["iptables", "-S", "GREGOR-NETEM"], check=False).stdout
     assert "DROP" not in rules and "NFQUEUE" not in rules
-    assert netns.emulator_pids(node.namespace) == []
+    assert emulators(node.netem_tag()) == []
 
 
-def test_client_namespace_reaches_brokers_and_is_removed(lab):
-    client = lab.client_namespace("c1")
+def test_client_place_reaches_brokers_and_is_removed(lab):
+    client = lab.client_place("c1")
     try:
-        assert client.ip not in {n.ip for n in lab.nodes}
-        probe = [*client.exec_prefix(), *_connect_cmd(lab.node("n1").ip)]
-        assert subprocess.run(probe, capture_output=True).returncode == 0
-        assert Lab.attach(LAB_NAME).status()["clients"] == {"c1": client.ip}
+        assert client.address not in {n.address for n in lab.nodes}
+        assert _ping(lab.place_node(client), lab.node("n1").address)
+        assert Lab.attach(LAB_NAME).status()["clients"] == {"c1": client.address}
     finally:
-        lab.remove_client_namespace("c1")
-    assert client.namespace not in netns.namespaces()
+        lab.remove_client_place("c1")
+    assert client.handle["netns"] not in netns.namespaces()
+    assert lab.client_place("c1", create=False) is None
 
 
 def test_heal_all_undoes_every_fault(lab):
     n1, n2, n3 = lab.nodes
-    n1.drop_to([n2.ip])
+    n1.drop_to([n2.address])
     n2.pause()
     n3.kill()
-    lab.client_namespace("c2")
+    lab.client_place("c2")
     lab.heal_all()
     assert [n.state() for n in lab.nodes] == ["running", "running", "running"]
-    assert _ping(n1, n2.ip)
+    assert _ping(n1, n2.address)
     assert not any(ns.endswith("-c2") and ns.startswith(LAB_NAME) for ns in netns.namespaces())
     lab.wait_healthy(timeout=60)
 
@@ -158,10 +162,10 @@ def test_a_taken_port_gives_a_one_line_error(lab):
     listener = subprocess.Popen([*node.exec_prefix(), "python3", "-c",
                                  "import socket,time; s=socket.socket(); "
                                  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-                                 f"s.bind(('{node.ip}', 9092)); s.listen(); time.sleep(60)"])
+                                 f"s.bind(('{node.address}', 9092)); s.listen(); time.sleep(60)"])
     try:
         deadline = time.monotonic() + 10
-        while "9092" not in node.run(["ss", "-Htln"]).stdout and time.monotonic() < deadline:
+        while "9092" not in node.exec(["ss", "-Htln"]).stdout and time.monotonic() < deadline:
             time.sleep(0.1)
         with pytest.raises(GregorError, match="9092.*already in use") as error:
             node.start()
@@ -174,17 +178,17 @@ def test_a_taken_port_gives_a_one_line_error(lab):
 
 
 def test_a_second_lab_up_with_the_same_name_is_refused(lab):
-    with pytest.raises(GregorError, match="already up.*5 nodes"):
+    with pytest.raises(GregorError, match="already up.*local backend, kafka"):
         Lab.up(nodes=5, name=LAB_NAME, progress=lambda _m: None)
     assert all(n.state() == "running" for n in lab.nodes)  # the running lab is untouched
 
 
 def test_status_names_controller_and_leaders(lab):
     status = lab.status()
-    assert status["controller"] in (1, 2, 3)
+    assert status["controller"] in ("n1", "n2", "n3")
     assert [n["state"] for n in status["nodes"]] == ["running"] * 3
     health = status["leaders"]["gregor-health"]
-    assert len(health) == 3 and all(p["leader"] in (1, 2, 3) for p in health.values())
+    assert len(health) == 3 and all(p["leader_node"] in ("n1", "n2", "n3") for p in health.values())
     assert Path(status["nodes"][0]["log"]).is_file()
 
 
@@ -193,6 +197,7 @@ def test_coordinators_are_found_not_guessed(lab):
     assert admin.group_coordinator("g-1") in (1, 2, 3)
     assert admin.txn_coordinator("txn-1") in (1, 2, 3)
     # The controller is the Raft leader all brokers report, whichever broker is asked.
-    from harness import kafka_wire
-    answers = {kafka_wire.active_controller(n.ip, 9092) for n in lab.nodes}
+    from harness.systems import wire
+    answers = {wire.active_controller(n.address, 9092) for n in lab.nodes}
     assert answers == {admin.controller()}
+    assert lab.roles().controller() == lab.system.node_of(admin.controller())

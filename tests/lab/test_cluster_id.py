@@ -2,7 +2,7 @@
 
 import uuid
 
-from harness import lab
+from harness.systems.kafka import system as lab
 
 
 def test_cluster_id_never_starts_with_a_dash(monkeypatch):

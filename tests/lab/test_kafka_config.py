@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import GregorError
-from harness.kafka_config import default_settings, node_properties, parse_overrides
+from harness.systems.kafka.config import default_settings, node_properties, parse_overrides
 
 
 def test_defaults_are_the_safe_ones_for_three_nodes():

@@ -7,7 +7,7 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.kafka_wire import _read_uvarint, _uvarint
+from harness.systems.wire import _read_uvarint, _uvarint
 
 
 @given(st.integers(min_value=0, max_value=2**35))

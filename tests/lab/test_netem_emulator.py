@@ -16,29 +16,32 @@ import time
 
 import pytest
 
-from harness import netns
+from harness import netfaults
+from harness.backends import netns
+from harness.backends.namespace_node import NamespaceNode
 from harness.errors import GregorError
 from harness.nfqueue_netem import (NF_ACCEPT, NF_DROP, NFQA_PACKET_HDR, NFQA_PAYLOAD, NFQNL_MSG_PACKET,
                                    NFNL_SUBSYS_QUEUE, NLMSG_ERROR, Emulator, Impairment, _attr, bind_message,
-                                   hold_seconds, parse_messages, verdict_message)
+                                   emulators, hold_seconds, parse_messages, stop_emulators, verdict_message)
 from lab.helpers import needs_root
 
 A, B = "nqa", "nqb"
 A_IP, B_IP = "10.77.0.1", "10.77.0.2"
+NODE_A = NamespaceNode("nqa", A_IP, "/tmp/gregor-test-nqa", A)   # the emulator's tag is the namespace
 
 
 def test_netem_words_become_an_impairment():
-    impairment, rate = netns.parse_netem("delay 200ms 50ms distribution normal loss 5% duplicate 2% rate 256kbit")
+    impairment, rate = netfaults.parse_netem("delay 200ms 50ms distribution normal loss 5% duplicate 2% rate 256kbit")
     assert impairment == Impairment(delay_ms=200, jitter_ms=50, loss_pct=5, duplicate_pct=2)
     assert rate == "256kbit"
-    assert netns.parse_netem("reorder 30% 50% delay 50ms 10ms")[0] == Impairment(50, 10, 0, 0, 30)
+    assert netfaults.parse_netem("reorder 30% 50% delay 50ms 10ms")[0] == Impairment(50, 10, 0, 0, 30)
 
 
 @pytest.mark.parametrize("spec, says", [("delay 100", "in ms"), ("loss x%", "not a number"),
                                         ("corrupt 1%", "cannot emulate 'corrupt'")])
 def test_a_spec_it_cannot_emulate_is_one_clear_error(spec, says):
     with pytest.raises(GregorError, match=says):
-        netns.parse_netem(spec)
+        netfaults.parse_netem(spec)
 
 
 def test_hold_times_follow_delay_jitter_and_reorder():
@@ -105,11 +108,11 @@ def test_cleanup_finds_emulators_by_exact_namespace_or_by_lab_prefix():
                              "harness.nfqueue_netem", "--tag", "nqab"], stdout=subprocess.PIPE)
     try:
         assert fake.stdout.readline() == b"ready\n"                 # its cmdline is the new one by now
-        assert netns.emulator_pids("nqa") == []                   # clear_netem("nqa") leaves "nqab" alone
-        assert netns.emulator_pids("nqab") == [fake.pid]
-        assert netns.emulator_pids("nqa", prefix=True) == [fake.pid]
-        assert netns.stop_emulators("nqab") == 1
-        assert netns.emulator_pids("nqab") == [] and fake.poll() is not None
+        assert emulators("nqa") == []                   # clear_netem("nqa") leaves "nqab" alone
+        assert emulators("nqab") == [fake.pid]
+        assert emulators("nqa", prefix=True) == [fake.pid]
+        assert stop_emulators("nqab") == 1
+        assert emulators("nqab") == [] and fake.poll() is not None
     finally:
         fake.kill()
 
@@ -137,7 +140,7 @@ def pair():
             _sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         yield
     finally:
-        netns.clear_netem(A)
+        NODE_A.clear_netem()
         for ns in (A, B):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
@@ -209,11 +212,11 @@ def test_emulated_delay_is_measured_and_cleared(pair):
 
     try:
         before = round_trip_ms()
-        netns.set_netem(A, "delay 100ms")      # only A's outgoing packets: +100 ms per round trip
+        NODE_A.netem("delay 100ms")      # only A's outgoing packets: +100 ms per round trip
         during = round_trip_ms()
-        netns.set_netem(A, "delay 100ms 30ms distribution normal")
+        NODE_A.netem("delay 100ms 30ms distribution normal")
         jittered = round_trips_ms(40)          # one delayed packet each: the normal draws themselves
-        netns.clear_netem(A)
+        NODE_A.clear_netem()
         after = round_trip_ms()
     finally:
         ping.kill()
@@ -223,8 +226,8 @@ def test_emulated_delay_is_measured_and_cleared(pair):
     assert 80 <= statistics.median(jittered) - before <= 130, jittered
     assert 15 <= statistics.stdev(jittered) <= 50, jittered
     assert after < 10
-    assert netns.emulator_pids(A) == []
-    assert "NFQUEUE" not in subprocess.run(["ip", "netns", "exec", A, "iptables", "-S", netns.CHAIN_NETEM],
+    assert emulators(A) == []
+    assert "NFQUEUE" not in subprocess.run(["ip", "netns", "exec", A, "iptables", "-S", netfaults.CHAIN_NETEM],
                                            capture_output=True, text=True).stdout
 
 
@@ -249,7 +252,7 @@ while time.monotonic() < end:
 def test_a_delayed_tcp_flow_keeps_its_throughput(pair):
     """Held kernel packets would stall TCP at a few packets per round trip
     (0.3 MB/s at 20 ms); taken-over packets leave it at tens of MB/s."""
-    netns.set_netem(A, "delay 20ms")
+    NODE_A.netem("delay 20ms")
     sink = _in(B, _SINK, B_IP, stdout=subprocess.PIPE)
     assert sink.stdout.readline().strip() == "ready"
     started = time.monotonic()
@@ -270,7 +273,7 @@ def _send_numbered_datagrams(count: int) -> None:
 def test_emulated_reordering_lets_packets_overtake(pair):
     """reorder 30% with delay 50ms: the undelayed 30% arrive before earlier packets."""
     sent = 300
-    netns.set_netem(A, "delay 50ms reorder 30%")
+    NODE_A.netem("delay 50ms reorder 30%")
     counter = _in(B, _SEQ, B_IP, "3", stdout=subprocess.PIPE)
     assert counter.stdout.readline().strip() == "ready"
     _send_numbered_datagrams(sent)
@@ -286,7 +289,7 @@ def test_emulated_duplication_sends_extra_copies(pair):
     if netns.netem_available():
         pytest.skip("the kernel's own netem is used here; this test is about the emulation")
     sent = 400
-    netns.set_netem(A, "duplicate 50%")
+    NODE_A.netem("duplicate 50%")
     counter = _in(B, _COUNT, B_IP, "4", stdout=subprocess.PIPE)
     assert counter.stdout.readline().strip() == "ready"
     _send_numbered_datagrams(sent)
@@ -298,7 +301,7 @@ def test_emulated_duplication_sends_extra_copies(pair):
 @needs_root
 def test_a_crashed_harness_leaves_no_emulator_after_lab_style_cleanup(pair):
     """The emulator outlives the harness that started it; the sweep by name prefix ends it."""
-    netns.set_netem(A, "delay 20ms")
-    assert len(netns.emulator_pids(A)) == 1
-    assert netns.stop_emulators("nq", prefix=True) == 1     # what Lab.down does with "<lab>-"
-    assert netns.emulator_pids("nq", prefix=True) == []
+    NODE_A.netem("delay 20ms")
+    assert len(emulators(A)) == 1
+    assert stop_emulators("nq", prefix=True) == 1     # what Lab.down does with "<lab>-"
+    assert emulators("nq", prefix=True) == []

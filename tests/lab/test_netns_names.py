@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import netns
+from harness.backends import netns
 from harness.errors import GregorError
 
 lab_names = st.from_regex(r"[a-z][a-z0-9]{0,7}", fullmatch=True)

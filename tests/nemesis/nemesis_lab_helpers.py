@@ -1,5 +1,5 @@
 """Helpers of the nemesis lab tests: a recording context and probes that
-look at the network from inside the namespaces."""
+look at the network from inside the nodes (through node.exec, on any backend)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class ClientInfo:
     role: str
     txn_id: str | None = None
     group: str | None = None
-    netns: str | None = None
+    place: str | None = None
 
 
 class ListContext:
@@ -53,22 +53,42 @@ class ListContext:
         return list(self._group_ids)
 
 
-def tcp_connects(prefix: list[str], ip: str, port: int = 9092, timeout: float = 1.5) -> bool:
-    """Whether a TCP connect from inside a namespace reaches ip:port in time."""
-    result = subprocess.run(
-        [*prefix, "timeout", str(timeout), "bash", "-c", 'exec 3<>"/dev/tcp/$0/$1"', ip, str(port)],
-        capture_output=True, timeout=timeout + 10)
-    return result.returncode == 0
+_CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()
+except OSError:
+    sys.exit(1)
+"""
+
+
+def tcp_connects(node, address: str, port: int = 9092, timeout: float = 1.5) -> bool:
+    """Whether a TCP connect from `node` (a node or a client place) reaches address:port in time."""
+    return node.exec([node.python, "-c", _CONNECT, address, str(port), str(timeout)], check=False,
+                     timeout=timeout + 20).returncode == 0
 
 
 UDP_PORT = 47123
-_LISTEN = """
-import socket, sys, time
+# Listens for `listen` seconds; after 0.5 s (every node's listener is up by
+# then) sends `count` numbered datagrams to each destination.
+_PROBE = """
+import socket, sys, threading, time
+port, listen, count, dests = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))
+s.bind(("0.0.0.0", port))
 s.settimeout(0.2)
-print("ready", flush=True)
-seen, end = {}, time.monotonic() + float(sys.argv[2])
+def send():
+    time.sleep(0.5)
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for i in range(count):
+        for ip in dests:
+            try:
+                out.sendto(str(i).encode(), (ip, port))
+            except PermissionError:   # dropped in OUTPUT by iptables (emulated loss)
+                pass
+        time.sleep(0.25 / max(count, 1))
+threading.Thread(target=send, daemon=True).start()
+seen, end = {}, time.monotonic() + listen
 while time.monotonic() < end:
     try:
         data, (ip, _) = s.recvfrom(64)
@@ -77,44 +97,32 @@ while time.monotonic() < end:
         pass
 print(" ".join(f"{ip}={len(d)}" for ip, d in sorted(seen.items())), flush=True)
 """
-_SEND = """
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-count = int(sys.argv[2])
-for i in range(count):
-    for ip in sys.argv[3:]:
-        try:
-            s.sendto(str(i).encode(), (ip, int(sys.argv[1])))
-        except PermissionError:   # dropped in OUTPUT by iptables (emulated loss)
-            pass
-    time.sleep(0.25 / count)
-"""
 
 
-def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 1.5) -> dict[tuple[str, str], int]:
+def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 2.5) -> dict[tuple[str, str], int]:
     """Distinct datagrams that arrived, per directed (source, destination) pair.
 
     UDP needs no answer, so unlike TCP it shows one-way cuts as one-way.
+    Every node runs one probe (listen, and send if it is a sender), all at once.
     """
-    by_ip = {n.ip: n.name for n in lab.nodes}
-    listeners = {}
-    for node in lab.nodes:
-        proc = subprocess.Popen([*node.exec_prefix(), sys.executable, "-c", _LISTEN, str(UDP_PORT),
-                                 str(listen_s)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        listeners[node.name] = proc
-    procs = [subprocess.Popen([*node.exec_prefix(), sys.executable, "-c", _SEND, str(UDP_PORT), str(count),
-                               *[o.ip for o in lab.nodes if o is not node]])
-             for node in lab.nodes if senders is None or node.name in senders]
-    for proc in procs:
-        proc.wait(timeout=30)
+    by_address = {n.address: n.name for n in lab.nodes}
+    results: dict[str, str] = {}
+
+    def probe(node) -> None:
+        dests = [o.address for o in lab.nodes if o is not node] if senders is None or node.name in senders else []
+        results[node.name] = node.exec([node.python, "-c", _PROBE, str(UDP_PORT), str(listen_s), str(count),
+                                        *dests], timeout=listen_s + 30).stdout
+    threads = [threading.Thread(target=probe, args=(node,)) for node in lab.nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     arrived = {}
-    for name, proc in listeners.items():
-        out, _ = proc.communicate(timeout=30)
+    for name, out in results.items():
         for item in out.split():
-            ip, _, n = item.partition("=")
-            if ip in by_ip:
-                arrived[(by_ip[ip], name)] = int(n)
+            address, _, n = item.partition("=")
+            if address in by_address:
+                arrived[(by_address[address], name)] = int(n)
     return arrived
 
 
@@ -138,11 +146,9 @@ print(statistics.median(times))
 """
 
 
-def tcp_connect_ms(prefix: list[str], ip: str, port: int = 9092) -> float:
-    """Median TCP connect time in ms from inside a namespace (one round trip)."""
-    out = subprocess.run([*prefix, sys.executable, "-c", _CONNECT_MS, ip, str(port)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    return float(out)
+def tcp_connect_ms(node, address: str, port: int = 9092) -> float:
+    """Median TCP connect time in ms from `node` (one round trip)."""
+    return float(node.exec([node.python, "-c", _CONNECT_MS, address, str(port)], timeout=120).stdout)
 
 
 def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[dict], dict]:
@@ -154,8 +160,8 @@ def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[
 
     root = Path(__file__).resolve().parent.parent.parent
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--store", str(store),
-         "--no-check", *args],
+        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--backend", lab.backend.name,
+         "--store", str(store), "--no-check", *args],
         cwd=root, env={**os.environ, "GREGOR_LAB": lab.name},
         capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,7 +2,6 @@
 SIGKILL of the harness the ledger lets heal_leftovers undo what was left."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 
 from nemesis.heal import heal_leftovers
 from nemesis.ledger import Ledger
-from nemesis.pause import process_state
+from harness.procfs import proc_state as process_state
 
 from nemesis_lab_helpers import all_pairs, udp_reachability
 

@@ -7,12 +7,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from harness import netns
+from harness import netfaults
+from harness.backends import netns
 from harness.errors import GregorError
+from harness.procfs import proc_state
 
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
-from nemesis.pause import process_state
 from nemesis.schedule import Step
 
 from nemesis_lab_helpers import ClientInfo, ListContext, udp_counts
@@ -35,7 +36,7 @@ def make(lab, admin, tmp_path):
     """A Nemesis over a recording context (keys 0, 1 -> nem-roles/0, /1)."""
     def build(**kw):
         ctx = ListContext(lab, keys={"0": [TOPIC, 0], "1": [TOPIC, 1]}, **kw)
-        return ctx, Nemesis(ctx, admin, Ledger(tmp_path / "faults.json"), random.Random(5))
+        return ctx, Nemesis(ctx, Ledger(tmp_path / "faults.json"), random.Random(5))
     yield build
     lab.heal_all()
 
@@ -61,15 +62,22 @@ def healthy(lab, topics=(TOPIC,)):
     lab.wait_healthy(topics=list(topics), timeout=90)
 
 
+def node_proc_state(node, pid: int) -> str:
+    """The state letter of a process on the node, read on the node itself."""
+    stat = node.exec(["cat", f"/proc/{pid}/stat"]).stdout
+    return stat[stat.rindex(")") + 2]
+
+
 def test_paused_broker_is_in_state_T_and_resumes(lab, make):
     ctx, nem = make()
-    pid = lab.node("n2").pid()
+    node = lab.node("n2")
+    pid = node.pid()
     entry = nem.start(Step("pause", "node:n2", 1, 1))
-    assert ctx.events[-1]["value"]["paused"] == ["n2"]
-    assert process_state(pid) == "T"
+    assert ctx.events[-1]["value"]["paused"] == ["n2"] and ctx.events[-1]["value"]["nodes"] == ["n2"]
+    assert node_proc_state(node, pid) == "T" and node.state() == "paused"
     nem.stop(entry)
     assert ctx.events[-1]["f"] == "resume" and ctx.events[-1]["value"]["resumed"] == ["n2"]
-    assert process_state(pid) in ("R", "S")
+    assert node_proc_state(node, pid) in ("R", "S")
 
 
 def test_paused_client_is_in_state_T_and_resumes(lab, make):
@@ -77,11 +85,12 @@ def test_paused_client_is_in_state_T_and_resumes(lab, make):
     try:
         ctx, nem = make(clients=[ClientInfo(process=4, pid=sleeper.pid, role="txn", txn_id="t")])
         entry = nem.start(Step("pause", "client", 1, 1))
-        assert ctx.events[-1]["value"]["paused_clients"] == [sleeper.pid]
-        assert process_state(sleeper.pid) == "T"
+        assert ctx.events[-1]["value"]["paused_clients"] == [4]
+        assert ctx.events[-1]["value"]["clients"] == [4] and ctx.events[-1]["value"]["client_pids"] == [sleeper.pid]
+        assert proc_state(sleeper.pid) == "T"
         nem.stop(entry)
-        assert ctx.events[-1]["value"]["resumed_clients"] == [sleeper.pid]
-        assert process_state(sleeper.pid) == "S"
+        assert ctx.events[-1]["value"]["resumed_clients"] == [4]
+        assert proc_state(sleeper.pid) == "S"
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -90,6 +99,7 @@ def test_paused_client_is_in_state_T_and_resumes(lab, make):
 def test_killing_the_leader_of_a_key_kills_that_leader_and_it_rejoins(lab, admin, make):
     ctx, nem = make()
     before = admin.leader(TOPIC, 1)
+    assert lab.roles().leader(TOPIC, 1) == lab.node_for_broker(before).name
     entry = nem.start(Step("kill", "leader:1", 1, 1))
     value = ctx.events[-1]["value"]
     assert value["role"] == "leader:1" and value["killed"] == [lab.node_for_broker(before).name]
@@ -160,12 +170,12 @@ def test_netem_delay_adds_the_latency_it_says(lab, make):
 
     ctx, nem = make()
     n1, n2 = lab.node("n1"), lab.node("n2")
-    before = tcp_connect_ms(n2.exec_prefix(), n1.ip)
+    before = tcp_connect_ms(n2, n1.address)
     entry = nem.start(Step("netem", "node:n1", 1, 1, profile="delay"))   # 200 ms +- 50 ms
     qdisc = netns.netem_available()
-    assert ctx.events[-1]["value"]["applied_by"] == {"n1": netns.NETEM_QDISC if qdisc else netns.NETEM_EMULATED}
-    during = tcp_connect_ms(n2.exec_prefix(), n1.ip)
+    assert ctx.events[-1]["value"]["applied_by"] == {"n1": netfaults.NETEM_QDISC if qdisc else netfaults.NETEM_EMULATED}
+    during = tcp_connect_ms(n2, n1.address)
     nem.stop(entry)
-    after = tcp_connect_ms(n2.exec_prefix(), n1.ip)
+    after = tcp_connect_ms(n2, n1.address)
     assert 120 <= during - before <= 300
     assert after - before < 50

@@ -93,3 +93,32 @@ def test_value_lists_the_grudge_for_the_history():
     part = p.isolate(["n1", "n2", "n3"], "n3")
     assert part.value() == {"shape": "isolate", "isolated": [["n3"], ["n1", "n2"]],
                             "grudge": {"n1": ["n3"], "n2": ["n3"], "n3": ["n1", "n2"]}}
+
+
+class _Cut:
+    def __init__(self, log):
+        self.log = log
+
+    def drop_to(self, addresses):
+        self.log.append(("drop_to", list(addresses)))
+
+    def drop_from(self, addresses):
+        self.log.append(("drop_from", list(addresses)))
+
+
+class _Lab:
+    def __init__(self):
+        self.log = []
+
+    def place_node(self, place):
+        return _Cut(self.log)
+
+
+def test_client_cuts_drop_the_direction_their_shape_names():
+    addresses = ["10.0.0.1", "10.0.0.2"]
+    for shape, want in (("client", [("drop_to", addresses), ("drop_from", addresses)]),
+                        ("client-one-way", [("drop_to", addresses)]),
+                        ("client-deaf", [("drop_from", addresses)])):
+        lab = _Lab()
+        p.cut_client(lab, "c1", addresses, p.CLIENT_CUTS[shape])
+        assert lab.log == want, shape

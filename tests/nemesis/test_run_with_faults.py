@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from harness import netns
+from harness import netfaults
+from harness.procfs import proc_state
 from nemesis.faults import START_F, STOP_F
 from nemesis.ledger import Ledger
-from nemesis.pause import process_state
 
 from nemesis_lab_helpers import gregor_run
 
@@ -35,14 +35,13 @@ def test_sixty_second_queue_run_with_faults_ends_healthy_with_nothing_left(lab, 
 
     # nothing left behind: rules, netem, paused or dead brokers, paused clients, ledger
     for node in lab.nodes:
-        for chain in (netns.CHAIN_IN, netns.CHAIN_OUT):
-            rules = node.run(["iptables", "-w", "-S", chain], check=False).stdout.splitlines()
-            assert [r for r in rules if r.startswith("-A")] == [], (node.name, chain)
-        qdisc = node.run(["tc", "qdisc", "show", "dev", netns.NODE_IF]).stdout
+        assert netfaults.rules(node) == [], node.name
+        qdisc = node.exec(["tc", "qdisc", "show", "dev", node.device]).stdout
         assert "netem" not in qdisc and "tbf" not in qdisc, (node.name, qdisc)
         assert node.state() == "running", node.name
-    paused_clients = [pid for e in applied(history, "pause") for pid in e["value"].get("paused_clients", [])]
-    assert all(process_state(pid) not in ("T", "t") for pid in paused_clients)
+    paused_clients = [pid for e in applied(history, "pause") for pid in e["value"].get("client_pids", [])]
+    assert all(proc_state(pid) not in ("T", "t") for pid in paused_clients)
+    assert test["backend"] == lab.backend.name and test["setup"]["system"] == "kafka"
     assert Ledger.for_lab(lab.name).entries() == []
 
     # healthy: every partition of the run's topics has a leader and 3 in-sync

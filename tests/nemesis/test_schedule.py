@@ -83,3 +83,31 @@ def test_bad_options_exit_with_usage_error(argv, capsys):
 def test_netem_steps_keep_to_the_profiles_the_kernel_can_apply():
     steps = take(100, faults=["netem"], targets=["one"], seed=2, interval_s=1, profiles=["loss", "rate"])
     assert {s.profile for s in steps} == {"loss", "rate"}
+
+
+def test_a_fixed_shape_and_hold_apply_to_every_step():
+    steps = take(50, faults=["partition", "kill"], targets=["one", "leader"], seed=4, interval_s=3,
+                 shape="one-way-in", hold_s=7)
+    assert all(s.hold_s == 7 for s in steps)
+    assert {s.shape for s in steps if s.fault == "partition"} == {"one-way-in"}
+    assert all(s.shape is None for s in steps if s.fault == "kill")
+
+
+def test_kill_client_takes_client_targets_and_lone_leader_leader_targets():
+    steps = take(200, faults=["kill-client", "lone-leader", "kill"], targets=["client:producer", "leader:0", "one"],
+                 seed=5, interval_s=1)
+    assert {s.target for s in steps if s.fault == "kill-client"} == {"client:producer"}
+    assert {s.target for s in steps if s.fault == "lone-leader"} == {"leader:0"}
+    assert {s.target for s in steps if s.fault == "kill"} == {"leader:0", "one"}
+    with pytest.raises(GregorError, match="fits faults"):
+        take(1, faults=["lone-leader"], targets=["one"], seed=0, interval_s=1)
+
+
+def test_a_fixed_shape_must_fit_the_targets():
+    from nemesis.schedule import check_shape
+    check_shape("client-deaf", ["client:producer"])
+    check_shape(None, ["one", "client"])
+    with pytest.raises(GregorError, match="does not fit target 'one'"):
+        check_shape("client-deaf", ["client", "one"])
+    with pytest.raises(GregorError, match="unknown partition shape"):
+        check_shape("triangle", ["one"])

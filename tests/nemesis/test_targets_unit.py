@@ -1,9 +1,9 @@
 """Target resolution and fault recording, with a stand-in cluster.
 
-Unit tests of targets.py and faults.py only: the admin answers and node
-calls are scripted so the logic (which role, which node, ledger before
-fault, invoke then info) can be checked exactly. The real thing is in
-test_lab_faults.py.
+Unit tests of targets.py and faults.py only: the cluster's role answers and
+the node calls are scripted so the logic (which role, which node, ledger
+before fault, invoke then info) can be checked exactly. The real thing is in
+test_lab_processes.py and test_lab_partitions.py.
 """
 
 import random
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.errors import GregorError
+from harness.protocols import RoleUnavailable
 from nemesis.faults import Nemesis
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
@@ -28,29 +29,34 @@ class Client:
     role: str
     txn_id: str | None = None
     group: str | None = None
-    netns: str | None = None
+    place: str | None = None
 
 
-class ScriptedAdmin:
+class ScriptedRoles:
+    """What a cluster's Roles would answer: node names, or RoleUnavailable."""
+
     def __init__(self):
-        self.leaders = {("t0", 0): 2, ("t0", 1): 3}
+        self.leaders = {("t0", 0): "n2", ("t0", 1): "n3"}
 
     def leader(self, topic, partition):
-        return self.leaders[(topic, partition)]
+        found = self.leaders[(topic, partition)]
+        if found is None:
+            raise RoleUnavailable(f"the cluster reports no leader of {topic}-{partition} right now")
+        return found
 
     def controller(self):
-        return 1
+        return "n1"
 
     def txn_coordinator(self, txn_id):
-        return {"tx-a": 3}.get(txn_id, 2)
+        return {"tx-a": "n3"}.get(txn_id, "n2")
 
     def group_coordinator(self, group):
-        return 1
+        return "n1"
 
 
 class RecordingNode:
     def __init__(self, name, broker_id, log, ledger):
-        self.name, self.broker_id, self.ip = name, broker_id, f"10.9.0.{10 + broker_id}"
+        self.name, self.address = name, f"10.9.0.{10 + broker_id}"
         self._log, self._ledger, self._state = log, ledger, "running"
 
     def _call(self, what, *args):
@@ -89,10 +95,12 @@ class Lab:
     def __init__(self, ledger):
         self.log = []
         self.nodes = [RecordingNode(f"n{i}", i, self.log, ledger) for i in (1, 2, 3)]
+        self.scripted = ScriptedRoles()
 
     def node(self, name): return next(n for n in self.nodes if n.name == name)
-    def node_for_broker(self, broker_id): return self.nodes[broker_id - 1]
+    def roles(self): return self.scripted
     def heal_all(self): self.log.append(("heal_all",))
+    def start_node(self, name): self.node(name).start()
 
 
 @pytest.fixture
@@ -105,10 +113,10 @@ def world(tmp_path):
 
 def resolver(world, seed=0):
     lab, ctx, _ = world
-    return TargetResolver(lab, ScriptedAdmin(), ctx, random.Random(seed))
+    return TargetResolver(lab, ctx, random.Random(seed))
 
 
-def test_roles_come_from_the_admin_answers(world):
+def test_roles_come_from_the_clusters_answers(world):
     r = resolver(world)
     assert r.resolve("leader:0").nodes == ("n2",)
     assert r.resolve("leader:1").nodes == ("n3",) and r.resolve("leader:1").role == "leader:1"
@@ -132,20 +140,21 @@ def test_group_sizes_and_unknown_names(world):
 
 def test_missing_roles_are_unavailable_not_guessed(world):
     r = resolver(world)
-    r.admin.leaders[("t0", 0)] = -1      # election in progress
-    with pytest.raises(TargetUnavailable, match="no leader of key 0"):
+    world[0].scripted.leaders[("t0", 0)] = None      # election in progress
+    with pytest.raises(TargetUnavailable, match="no leader of t0-0"):
         r.resolve("leader:0")
-    with pytest.raises(TargetUnavailable, match="namespace of its own"):
-        r.resolve("client", need_netns=True)
+    with pytest.raises(TargetUnavailable, match="place of its own"):
+        r.resolve("client", need_place=True)
 
 
 def test_kill_writes_the_ledger_before_killing_and_records_invoke_then_info(world):
     lab, ctx, ledger = world
-    nem = Nemesis(ctx, ScriptedAdmin(), ledger, random.Random(1))
+    nem = Nemesis(ctx, ledger, random.Random(1))
     entry = nem.start(Step("kill", "leader:1", 1, 1))
     assert lab.log == [("kill", "n3", 1)]            # one ledger entry when kill ran
     assert [(e["type"], e["f"]) for e in ctx.events] == [("invoke", "kill"), ("info", "kill")]
     assert ctx.events[1]["value"]["killed"] == ["n3"] and ctx.events[1]["value"]["role"] == "leader:1"
+    assert ctx.events[1]["value"]["nodes"] == ["n3"] and ctx.events[0]["value"]["nodes"] == []
     nem.stop(entry)
     assert lab.log[-1] == ("start", "n3", 1) and ledger.entries() == []
     assert [(e["type"], e["f"]) for e in ctx.events[2:]] == [("invoke", "start"), ("info", "start")]
@@ -153,7 +162,7 @@ def test_kill_writes_the_ledger_before_killing_and_records_invoke_then_info(worl
 
 def test_isolating_the_controller_drops_both_ways(world):
     lab, ctx, ledger = world
-    nem = Nemesis(ctx, ScriptedAdmin(), ledger, random.Random(1))
+    nem = Nemesis(ctx, ledger, random.Random(1))
     entry = nem.start(Step("partition", "controller", 1, 1, shape="isolate"))
     assert ctx.events[-1]["value"]["isolated"] == [["n1"], ["n2", "n3"]]
     drops = sorted(c[:3] for c in lab.log)
@@ -165,9 +174,8 @@ def test_isolating_the_controller_drops_both_ways(world):
 
 def test_unavailable_role_is_recorded_as_skipped(world):
     lab, ctx, ledger = world
-    admin = ScriptedAdmin()
-    admin.leaders[("t0", 1)] = None
-    nem = Nemesis(ctx, admin, ledger, random.Random(1))
+    lab.scripted.leaders[("t0", 1)] = None
+    nem = Nemesis(ctx, ledger, random.Random(1))
     assert nem.start(Step("pause", "leader:1", 1, 1)) is None
     assert ctx.events[-1]["type"] == "info" and "skipped" in ctx.events[-1]["value"]
     assert lab.log == [] and ledger.entries() == []
@@ -182,8 +190,7 @@ def test_heal_of_a_dead_client_pid_does_nothing(world):
 def test_runner_heals_what_is_in_force_when_stopped_and_stop_is_idempotent(world, monkeypatch, tmp_path):
     monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path))
     lab, ctx, _ = world
-    runner = NemesisRunner(ctx, faults=["kill"], interval_s=0.02, targets=["node:n2"], seed=1,
-                           admin=ScriptedAdmin())
+    runner = NemesisRunner(ctx, faults=["kill"], interval_s=0.02, targets=["node:n2"], seed=1)
     runner.start()
     deadline = time.monotonic() + 10
     while not any(e["f"] == "kill" and e["type"] == "info" for e in ctx.events):

@@ -97,6 +97,8 @@ def make_run(directory: Path, *, verdict: str = "invalid", with_results: bool = 
     directory.mkdir(parents=True, exist_ok=True)
     events, facts = _history()
     test = {"name": name, "system": "kafka", "version": "3.9.1", "workload": "send", "seed": 7,
+            "backend": "docker", "setup": {"backend": "docker", "system": "kafka", "version": "3.9.1",
+                                           "storage": "local log directories (KRaft)"},
             "concurrency": 4, "nodes": ["n1", "n2", "n3"],
             "keys": {"0": ["t0", 0], "1": ["t0", 1], "2": [HOSTILE_TOPIC, 0]},
             "client": {"acks": "all", "enable.idempotence": False, "isolation.level": "read_committed",

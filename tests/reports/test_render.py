@@ -59,10 +59,11 @@ def test_instances_show_ops_with_process_times_and_outcome(invalid_run):
 def test_setup_lists_the_settings_that_decide_guarantees(invalid_run):
     page = page_of(invalid_run)
     setup = page[page.index('id="setup"'):page.index('id="summary"')]
-    for label in ("acks", "enable.idempotence", "isolation.level", "min.insync.replicas",
+    for label in ("backend", "storage", "acks", "enable.idempotence", "isolation.level", "min.insync.replicas",
                   "unclean leader election", "auto commit", "faults", "duration", "seed"):
         assert f'<div class="k">{label}</div>' in setup
     assert "kafka 3.9.1" in setup and "kill, partition" in setup
+    assert '<div class="k">backend</div><div class="v">docker</div>' in setup
 
 
 def test_each_anomalous_partition_has_a_log_picture(invalid_run):
@@ -196,3 +197,14 @@ def test_a_skipped_cycle_search_is_a_note_not_an_anomaly(tmp_path):
     assert "permitted-cycle-search-incomplete (1)" not in page          # not in the banner's listing
     note = page[page.index('id="not-checked"'):]
     assert html.escape(skipped, quote=True) in note[:note.index("</div>")]
+
+
+def test_keys_the_drain_found_truncated_are_shown_as_evidence(tmp_path):
+    run = make_run(tmp_path / "r")
+    test = json.loads((run / "test.json").read_text())
+    test["drain"]["truncated"] = {"2": {"end_offset": 40, "acked_offset": 45, "waited_s": 8.0}}
+    (run / "test.json").write_text(json.dumps(test))
+    page = page_of(run)
+    assert 'id="truncation"' in page and "ends at offset 40, but a client had seen offset 45 (6 offset(s) gone)" in page
+    assert SCRIPT not in page        # the key's topic name is hostile
+    assert 'id="truncation"' not in page_of(make_run(tmp_path / "plain"))

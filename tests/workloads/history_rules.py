@@ -59,7 +59,10 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
                 bad(event, f"process has two ops in flight (also {pending[process]['index']})")
             pending[process] = event
             for mop in event.get("mops") or ():
-                if mop.get("f") == "send":
+                if mop.get("f") == "send" and event.get("resend"):
+                    if (mop.get("key"), mop.get("value")) not in values:   # a resend repeats an old write
+                        bad(event, f"resend of value {mop.get('value')} to key {mop.get('key')}, never sent before")
+                elif mop.get("f") == "send":
                     check_send_value(event, mop, keys, values, bad)
         else:
             invoked = pending.pop(process, None)
@@ -82,6 +85,31 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
     for key in test["keys"].values():
         if not (isinstance(key, list) and len(key) == 2 and isinstance(key[1], int)):
             found.append(f"test.json key entry {key!r} is not [topic, partition]")
+    return found
+
+
+def unrepeated_sends(history: list[dict]) -> list[str]:
+    """Completions that do not list every send of their invoke, whatever their
+    type (HISTORY.md: a completion repeats the invoke's sends, also for
+    `fail` and `info`)."""
+    pending: dict = {}
+    found = []
+    for event in history:
+        process = event.get("process")
+        if process == "nemesis":
+            continue
+        if event.get("type") == "invoke":
+            pending[process] = event
+            continue
+        invoked = pending.pop(process, None)
+        if invoked is None:
+            continue
+        want = [(m["key"], m["value"]) for m in invoked.get("mops") or () if m.get("f") == "send"]
+        have = {(m.get("key"), m.get("value")) for m in event.get("mops") or () if m.get("f") == "send"}
+        missing = [s for s in want if s not in have]
+        if missing:
+            found.append(f"event {event.get('index')} ({event.get('type')} {event.get('f')} "
+                         f"{event.get('error')}): invoke {invoked.get('index')} sent {missing}, not listed")
     return found
 
 

@@ -63,6 +63,26 @@ def test_a_killed_client_gets_an_info_completion_and_a_successor(tmp_path):
         i["index"] for i in history if i["process"] == new) for e in history)
 
 
+def test_with_resend_a_replacement_is_given_the_sends_its_predecessor_had_in_flight(tmp_path):
+    seen = {}
+
+    def kill_mid_op(pool):
+        pool.resend = True
+        time.sleep(1.0)
+        deadline = time.monotonic() + 5
+        while pool.pending(2) is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        seen["pending"] = pool.pending_sends(2)
+        seen["ids"] = pool.kill_process(pool.process_of(2))
+        seen["extra"] = dict(pool.live[2].spec.extra)
+
+    pool, history = run_pool(tmp_path, 4.0, during=kill_mid_op)
+    assert seen["pending"], "the kill should land while an op is in flight"
+    assert seen["extra"]["resend"] == seen["pending"]
+    killed = [e for e in history if e["process"] == seen["ids"][0] and e.get("error") == "killed"]
+    assert [(m["key"], m["value"]) for m in killed[0]["mops"]] == [(m["key"], m["value"]) for m in seen["pending"]]
+
+
 def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
     paused = {}
 

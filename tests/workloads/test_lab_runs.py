@@ -1,7 +1,8 @@
-"""Every workload against the real lab, and a run killed with SIGKILL.
+"""Every workload against the real lab on every backend, and a run killed with SIGKILL.
 
-One lab ("wl", or $GREGOR_WL_LAB) for the module: up at the start, down at
-the end. Runs are short (RUN_S seconds; the benchmark runs longer ones).
+The lab is the session's lab of each backend (tests/conftest.py), shared
+with the nemesis tests. Runs are short (RUN_S seconds; the benchmark runs
+longer ones).
 """
 
 import json
@@ -13,29 +14,29 @@ import time
 
 import pytest
 
+from backend_params import test_backends
+from harness.paths import clients_dir
 from history_rules import load, problems
 
 pytestmark = pytest.mark.lab
 
 GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
-LAB = os.environ.get("GREGOR_WL_LAB", "wl")
-RUN_S = float(os.environ.get("GREGOR_WL_RUN_S", "30"))   # the issue: each workload runs 30 s
+RUN_S = float(os.environ.get("GREGOR_WL_RUN_S", "30"))   # an earlier issue: each workload runs 30 s
 
 
-@pytest.fixture(scope="module")
-def lab():
-    from harness.lab import Lab
+@pytest.fixture(scope="module", params=test_backends())
+def lab(request, lab_keeper):
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    Lab.down(LAB, progress=lambda m: None)
-    up = Lab.up(nodes=3, name=LAB, progress=lambda m: None)
-    yield up
-    Lab.down(LAB, progress=lambda m: None)
+    found = lab_keeper.get(request.param, {})
+    yield found
+    if lab_keeper.current.get(request.param) is found:   # a test may have taken it down on purpose
+        found.heal_all()
 
 
-def gregor_run(store, workload, *extra, seconds=RUN_S, timeout=240):
-    argv = [GREGOR, "run", "--workload", workload, "--lab", LAB, "--store", str(store),
-            "--time-limit", str(seconds), "--no-check", "--drain-time-limit", "30", *extra]
+def gregor_run(lab, store, workload, *extra, seconds=RUN_S, timeout=240):
+    argv = [GREGOR, "run", "--workload", workload, "--lab", lab.name, "--backend", lab.backend.name,
+            "--store", str(store), "--time-limit", str(seconds), "--no-check", "--drain-time-limit", "30", *extra]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     run_dir = os.path.realpath(os.path.join(store, "latest"))
@@ -53,14 +54,14 @@ def assert_common(test, history, stdout):
     found = problems(history, test)
     assert found == [], "\n".join(found[:20])
     for field in ("name", "system", "version", "workload", "seed", "concurrency", "keys",
-                  "client", "broker", "drain", "nodes", "versions", "nemesis", "start_time"):
+                  "client", "broker", "drain", "nodes", "versions", "nemesis", "start_time", "backend", "setup"):
         assert field in test, field
     assert test["drain"]["complete"] is True
     assert "acked sends/s" in stdout     # progress lines were printed
 
 
 def test_queue_follows_the_history_format(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "queue", "--concurrency", "4", "--rate", "200",
+    _, test, history, out = gregor_run(lab, tmp_path, "queue", "--concurrency", "4", "--rate", "200",
                                        "--batch", "5")
     assert_common(test, history, out)
     sends = oks(history, "send")
@@ -71,7 +72,7 @@ def test_queue_follows_the_history_format(lab, tmp_path):
 
 
 def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "txn", "--concurrency", "3", "--rate", "60")
+    _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "3", "--rate", "60")
     assert_common(test, history, out)
     inits = oks(history, "init")
     assert len(inits) >= 3 and all(isinstance(e.get("epoch"), int) for e in inits)
@@ -83,7 +84,7 @@ def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
 
 
 def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "txn", "--concurrency", "2", "--rate", "40",
+    _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "2", "--rate", "40",
                                        "--subscribe")
     assert_common(test, history, out)
     txns = oks(history, "txn")
@@ -92,7 +93,7 @@ def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
 
 
 def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "zombie", "--concurrency", "2", "--rate", "30",
+    _, test, history, out = gregor_run(lab, tmp_path, "zombie", "--concurrency", "2", "--rate", "30",
                                        seconds=max(RUN_S, 12))
     assert_common(test, history, out)
     pauses = [e for e in history if e["process"] == "nemesis" and e["f"] == "pause"]
@@ -105,7 +106,7 @@ def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
 
 
 def test_eos_copies_with_from_and_verifies(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "eos", "--concurrency", "4", "--rate", "100",
+    _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100",
                                        "--keys", "4")
     assert_common(test, history, out)
     copies = [m for e in oks(history, "txn") for m in e["mops"] if m["f"] == "send"]
@@ -115,7 +116,7 @@ def test_eos_copies_with_from_and_verifies(lab, tmp_path):
 
 
 def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
-    _, test, history, out = gregor_run(tmp_path, "group", "--concurrency", "4", "--rate", "100",
+    _, test, history, out = gregor_run(lab, tmp_path, "group", "--concurrency", "4", "--rate", "100",
                                        "--auto-commit", seconds=max(RUN_S, 15))
     assert_common(test, history, out)
     assert any("rebalance" in e for e in history)
@@ -125,7 +126,7 @@ def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
 
 
 def client_pids(lab_name):
-    directory = f"/run/gregor-clients/{lab_name}"
+    directory = clients_dir(lab_name)
     return [int(p) for p in os.listdir(directory)] if os.path.isdir(directory) else []
 
 
@@ -139,8 +140,8 @@ def alive(pid):
 
 def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, tmp_path):
     store = tmp_path / "store"
-    argv = [GREGOR, "run", "--workload", "zombie", "--lab", LAB, "--store", str(store),
-            "--time-limit", "60", "--no-check", "--concurrency", "4", "--rate", "40"]
+    argv = [GREGOR, "run", "--workload", "zombie", "--lab", lab.name, "--backend", lab.backend.name,
+            "--store", str(store), "--time-limit", "60", "--no-check", "--concurrency", "4", "--rate", "40"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     history = None
     try:
@@ -155,7 +156,7 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
                     break
             time.sleep(0.05)
         assert history is not None, "the run never paused a client"
-        pids = client_pids(LAB)
+        pids = client_pids(lab.name)
         assert pids
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -169,10 +170,10 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
         time.sleep(0.1)
     assert not any(alive(p) for p in pids), "client processes outlived the controller"
     # the next run cleans the registry and works
-    _, test, history2, out = gregor_run(tmp_path / "again", "queue", "--concurrency", "2",
+    _, test, history2, out = gregor_run(lab, tmp_path / "again", "queue", "--concurrency", "2",
                                         "--rate", "50", seconds=3)
     assert problems(history2, test) == []
-    assert client_pids(LAB) == []
+    assert client_pids(lab.name) == []
 
 
 @pytest.mark.spark
@@ -186,7 +187,7 @@ def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path
     """The real checker on real histories: with no faults, Kafka keeps its
     promises, so any bad anomaly here is a false alarm of ours."""
     from checkers.check import check_dir
-    run_dir, _, _, _ = gregor_run(tmp_path, workload, *extra, seconds=10)
+    run_dir, _, _, _ = gregor_run(lab, tmp_path, workload, *extra, seconds=10)
     results = check_dir(run_dir, progress=lambda message: None)
     bad = {name: entry for name, entry in results["anomalies"].items() if not entry["allowed"]}
     assert bad == {}, json.dumps(bad)[:3000]

@@ -6,8 +6,10 @@ import sys
 
 import pytest
 
+from backend_params import lab_name
+
 GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
-LAB = "wlbadparams"
+LAB = lab_name("wlbad")
 
 CASES = [
     (["--workload", "nosuch"], "unknown workload 'nosuch'"),
@@ -26,6 +28,8 @@ CASES = [
     (["--workload", "queue", "--acks", "1"], "--acks 1 needs --idempotence false"),
     (["--workload", "queue", "--max-in-flight", "6"], "--max-in-flight 6 needs --idempotence false"),
     (["--workload", "queue", "--batch", "x"], "--batch must be a whole number"),
+    (["--workload", "queue", "--backend", "vm"], "unknown backend 'vm'; choose one of local, docker"),
+    (["--workload", "queue", "--system", "nosuch"], "unknown system 'nosuch'"),
 ]
 
 
@@ -41,3 +45,19 @@ def test_a_bad_parameter_is_one_line_before_anything_starts(tmp_path, argv, mess
     assert message in lines[0]
     assert not store.exists(), "a store directory was made before the parameters were checked"
     assert not os.path.exists(f"/run/gregor/{LAB}.json"), "a lab was started"
+
+
+class NoFaultBackend:
+    """A backend that can inject no node fault (unit test of the check only)."""
+    name = "inert"
+    faults = frozenset()
+
+
+def test_a_fault_the_backend_cannot_do_is_refused(monkeypatch):
+    from harness import registry
+    from harness.controller.run_cli import check_faults_possible
+    from harness.errors import GregorError
+    monkeypatch.setitem(registry.BACKENDS, "inert", f"{__name__}:NoFaultBackend")
+    check_faults_possible("local", ["partition", "pause", "kill", "netem"])
+    with pytest.raises(GregorError, match="the inert backend cannot inject kill faults; it can do: none"):
+        check_faults_possible("inert", ["kill"])

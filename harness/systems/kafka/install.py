@@ -10,28 +10,32 @@ offline.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+from xml.etree import ElementTree
 
+from harness.atomic import write_atomic
 from harness.errors import GregorError
+from harness.paths import cache_dir
 
 # 3.9.1 is the default: the last 3.x line (KRaft production-ready, ZooKeeper
 # still optional), the version the seed histories in HISTORY.md were taken
 # on, and it runs on the Java 17 Debian 12 ships. 4.x is one flag away.
 DEFAULT_VERSION = "3.9.1"
 
-# Every version checked to exist on Maven Central (org.apache.kafka:kafka_2.13).
-KNOWN_VERSIONS = (
-    "3.8.0", "3.8.1",
-    "3.9.0", "3.9.1", "3.9.2",
-    "4.0.0", "4.0.1", "4.0.2",
-    "4.1.0", "4.1.1", "4.1.2",
-    "4.2.0", "4.2.1", "4.2.2",
-    "4.3.0", "4.3.1",
-)  # 4.4.0 has a pom on Central but not all of its jars (kafka-tools-api), so it is left out.
+# Which versions exist is Maven Central's answer (maven-metadata.xml of
+# kafka_2.13), never a list of ours; Gregor runs those from 3.8.0 on (KRaft
+# with its current storage format and config, no ZooKeeper).
+OLDEST = (3, 8, 0)
+CENTRAL = "https://repo1.maven.org/maven2"
+METADATA_PATH = "org/apache/kafka/kafka_2.13/maven-metadata.xml"
+METADATA_MAX_AGE_S = 24 * 3600
 
 STAMP = ".gregor-installed"
 
@@ -77,30 +81,84 @@ class KafkaInstall:
         return str(self.libs / "*")
 
     @property
-    def log4j_config(self) -> Path:
-        return self.home / ("log4j2.properties" if self.is_4x else "log4j.properties")
-
-    @property
     def is_4x(self) -> bool:
-        return int(self.version.split(".")[0]) >= 4
+        return is_4x(self.version)
 
-    def log4j_jvm_flag(self) -> str:
-        if self.is_4x:
-            return f"-Dlog4j2.configurationFile={self.log4j_config}"
-        return f"-Dlog4j.configuration=file:{self.log4j_config}"
+
+def is_4x(version: str) -> bool:
+    """4.x logs through log4j2 and has no ZooKeeper at all."""
+    return int(version.split(".")[0]) >= 4
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gregor" / "kafka"
+    return cache_dir() / "kafka"
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def repository() -> str:
+    """Maven Central, or the mirror that $GREGOR_MAVEN_SETTINGS names (the
+    same one Maven itself is told to use)."""
+    settings = os.environ.get("GREGOR_MAVEN_SETTINGS")
+    if settings and os.path.isfile(settings):
+        try:
+            mirror = ElementTree.parse(settings).getroot().find(".//mirror/url")
+        except ElementTree.ParseError:
+            mirror = None
+        if mirror is not None and (mirror.text or "").strip():
+            return mirror.text.strip().rstrip("/")
+    return CENTRAL
+
+
+def parse_metadata(xml: str) -> list[str]:
+    """Release versions (x.y.z) that Gregor can run, oldest first."""
+    found = [v.text.strip() for v in ElementTree.fromstring(xml).iter("version") if v.text]
+    releases = [v for v in found if re.fullmatch(r"\d+\.\d+\.\d+", v) and _key(v) >= OLDEST]
+    return sorted(set(releases), key=_key)
+
+
+def maven_versions(refresh: bool = False) -> list[str]:
+    """The Kafka versions on Maven Central, asked at most once a day (cached
+    in ~/.cache/gregor/kafka/maven-metadata.xml; the cache serves when the
+    network does not)."""
+    cached = cache_root() / "maven-metadata.xml"
+    fresh = cached.is_file() and time.time() - cached.stat().st_mtime < METADATA_MAX_AGE_S
+    if fresh and not refresh:
+        return parse_metadata(cached.read_text())
+    url = f"{repository()}/{METADATA_PATH}"
+    try:
+        with urllib.request.urlopen(url, timeout=20) as answer:
+            xml = answer.read().decode()
+        versions = parse_metadata(xml)
+    except (OSError, ValueError, ElementTree.ParseError) as error:
+        if cached.is_file():
+            return parse_metadata(cached.read_text())
+        raise GregorError(f"Maven Central is unreachable (cannot read Kafka's version list at {url}: "
+                          f"{getattr(error, 'reason', error)}); check the network or proxy and retry") from None
+    write_atomic(cached, xml)
+    return versions
+
+
+def newest(versions: list[str], count: int = 5) -> str:
+    return ", ".join(reversed(versions[-count:]))
 
 
 def check_version(version: str) -> str:
-    if version not in KNOWN_VERSIONS:
-        raise GregorError(
-            f"unknown Kafka version {version!r}; known versions: {', '.join(KNOWN_VERSIONS)}"
-        )
-    return version
+    """An installed version, or one Maven Central has: else one line naming the newest."""
+    if installed(version) is not None:
+        return version
+    if not re.fullmatch(r"\d+\.\d+\.\d+", str(version)):
+        raise GregorError(f"unknown Kafka version {version!r}; give x.y.z, e.g. {DEFAULT_VERSION}")
+    versions = maven_versions()
+    if version in versions:
+        return version
+    if _key(version) < OLDEST:
+        raise GregorError(f"Kafka {version} is older than the {'.'.join(map(str, OLDEST))} Gregor runs "
+                          f"(KRaft only); newest on Maven Central: {newest(versions)}")
+    raise GregorError(f"unknown Kafka version {version!r}: Maven Central does not have it; "
+                      f"newest: {newest(versions)}")
 
 
 def installed(version: str) -> KafkaInstall | None:
@@ -112,7 +170,6 @@ def installed(version: str) -> KafkaInstall | None:
 
 
 def require_installed(version: str) -> KafkaInstall:
-    check_version(version)
     found = installed(version)
     if found is None:
         raise GregorError(

@@ -11,13 +11,15 @@ from __future__ import annotations
 import importlib
 import os
 import resource
-import signal
 import sys
 import threading
 import time
 from importlib import metadata
 
 from harness.errors import GregorError
+from harness.lab import Lab
+from harness.signals import sigterm_as_interrupt
+from nemesis.ledger import Ledger
 from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
@@ -78,20 +80,53 @@ def versions() -> dict:
     return found
 
 
-def open_lab(cfg: dict):
-    from harness.lab import Lab
+def open_lab(cfg: dict) -> Lab:
+    """The lab the run asks for: the running one of that name if it matches, else a new one."""
+    options = cfg.get("system_options") or {}
     try:
-        lab = Lab.attach(cfg["lab"])
+        lab = Lab.attach(cfg["lab"], backend=cfg["backend"], client_config=cfg.get("client_config"))
     except GregorError:
         lab = None
     if lab is not None:
-        if len(lab.nodes) != cfg["nodes"] or lab.version != cfg["version"]:
+        have = (lab.backend.name, lab.system.name, lab.brokers, lab.version, lab.storage)
+        want = (cfg["backend"], cfg["system"], cfg["nodes"],
+                lab.version if cfg["version"] in (None, "latest") else cfg["version"], cfg.get("storage", "disk"))
+        differs = [f"{key} {lab.system.options.get(key)}" for key, value in options.items()
+                   if str(getattr(lab.system, "options", {}).get(key)) != str(value)]
+        if have != want or differs:
             raise GregorError(
-                f"lab {cfg['lab']!r} is up with {len(lab.nodes)} nodes / Kafka {lab.version}, not "
-                f"{cfg['nodes']} / {cfg['version']}; run: gregor lab down --lab {cfg['lab']}")
-        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, Kafka {lab.version})")
+                f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend "
+                f"(data on {have[4]}{', ' + ', '.join(differs) if differs else ''}), not {want[2]} of {want[1]} "
+                f"{want[3]} on {want[0]} (data on {want[4]}); run: gregor lab down --lab {lab.name}")
+        if cfg.get("backend_options") and cfg["backend_options"] != lab.backend_options:
+            raise GregorError(f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
+                              f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}")
+        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
+            f"{lab.backend.name} backend)")
         return lab
-    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say)
+    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
+                  backend=cfg["backend"], system=cfg["system"], system_options=options,
+                  client_config=cfg.get("client_config"), backend_options=cfg.get("backend_options"),
+                  storage=cfg.get("storage", "disk"))
+
+
+def learn_cluster(lab, cfg: dict) -> dict:
+    """Asks the brokers what they serve (ApiVersions) and refuses, in one
+    line, a workload they cannot serve; returns test.json's "cluster"."""
+    from harness.systems import capabilities
+    cluster = lab.cluster_info()
+    capabilities.refuse_unservable(cluster, lab.system.name, lab.version, cfg["workload"],
+                                   idempotence=cfg["idempotence"], subscribe=cfg["subscribe"])
+    return cluster
+
+
+def transaction_protocol(cluster: dict) -> int | None:
+    """The broker's transaction protocol version (the finalized transaction.version
+    feature; 0 when none is finalized), where the brokers serve transactions at all."""
+    from harness.systems import capabilities
+    if str(capabilities.END_TXN) not in cluster["api_versions"]:
+        return None
+    return capabilities.feature_level(cluster, "transaction.version")
 
 
 def heal_before(lab) -> None:
@@ -111,6 +146,10 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
         "isolation.level": cfg["isolation"], "subscribe": cfg["subscribe"],
         "auto.commit": cfg["auto_commit"], "batch": cfg["batch"],
         "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+        "producer_config": dict(cfg.get("producer_config") or {}),
+        "consumer_config": dict(cfg.get("consumer_config") or {}),
+        "process.ms": cfg.get("process_ms", 0), "zombie.kind": cfg.get("zombie_kind", "transactional"),
+        "copier.offsets": cfg.get("copier_offsets", "txn"), "txn.hold.ms": cfg.get("txn_hold_ms", 0),
     }
     slots = module.layout(n, all_keys, options)
     paced = sum(1 for s in slots if s["role"] in PACED_ROLES) or 1
@@ -120,19 +159,17 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
         txn_id = None
         if layout.get("txn"):
             txn_id = f"gregor-{run_id}-{layout.get('txn_id_suffix', f'txn-{slot}')}"
-        netns = None
-        if cfg["client_netns"]:
-            netns = lab.client_namespace(f"c{slot}").namespace
+        place = lab.client_place(f"c{slot}") if cfg["client_netns"] else None
         specs.append(ClientSpec(
             slot=slot, process=slot, role=layout["role"], module=module.__name__, stride=n,
             seed=cfg["seed"], keys=list(layout["keys"]), key_map=keys, bootstrap=bootstrap,
             options={**options, **layout.get("options", {})}, start_ns=start_ns,
             deadline=deadline,
             rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
-            txn_id=txn_id,
+            txn_id=txn_id, client_config=dict(cfg.get("client_config") or {}),
             group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
                                                    ("consumer", "txn", "member"))) else None,
-            netns=netns, extra=dict(layout.get("extra", {})),
+            place=place, extra=dict(layout.get("extra", {})),
             log_path=os.path.join(log_dir, f"client-{slot}.log") if log_dir else None))
     return specs
 
@@ -146,12 +183,17 @@ def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, poo
         for spec in specs:
             pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
             txn_ids[spec.extra["pair"]] = spec.txn_id
-        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline)]
+        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline,
+                                resend=cfg.get("resend", False))]
     if cfg["workload"] == "group":
         from workloads.group import GroupConductor
         members = [s.slot for s in specs if s.role == "member"]
         return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0,
                                deadline=deadline)]
+    if cfg["workload"] == "txn" and cfg.get("hang"):
+        from workloads.txn import HangConductor
+        return [HangConductor(faults, pool, [s.slot for s in specs], cfg["seed"], cfg["hang"],
+                              cfg["hang_s"], deadline=deadline)]
     return []
 
 
@@ -201,6 +243,7 @@ def run(cfg: dict) -> int:
     module = workload_module(cfg["workload"])
     lab = open_lab(cfg)
     heal_before(lab)
+    cluster = learn_cluster(lab, cfg)
 
     start_wall = time.time()
     run_dir = new_run_dir(cfg["store"], cfg["name"], start_wall)
@@ -209,7 +252,8 @@ def run(cfg: dict) -> int:
                    cfg["topics"])
     admin = lab.admin(timeout=15)
     topic_config = {"min.insync.replicas": str(cfg["min_insync"]),
-                    "unclean.leader.election.enable": "false"}
+                    "unclean.leader.election.enable": str(cfg.get("unclean_election", False)).lower(),
+                    **cfg.get("topic_config", {})}
     topics = topic_partitions(keys, cfg["partitions_per_topic"])
     for topic, partitions in topics.items():
         admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"],
@@ -217,9 +261,14 @@ def run(cfg: dict) -> int:
     lab.wait_healthy(topics=list(topics), timeout=60)
     say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
 
-    transactional = cfg["workload"] in ("txn", "zombie", "eos")
+    transactional = (cfg["workload"] in ("txn", "eos")
+                     or (cfg["workload"] == "zombie" and cfg.get("zombie_kind", "transactional") == "transactional"))
+    setup = lab.describe()
+    if transaction_protocol(cluster) is not None:
+        setup["transaction.version"] = transaction_protocol(cluster)
     test = {
-        "name": cfg["name"], "system": "kafka", "version": lab.version,
+        "name": cfg["name"], "system": setup["system"], "version": lab.version,
+        "backend": setup["backend"], "setup": setup,
         "workload": cfg["workload"], "seed": cfg["seed"], "concurrency": cfg["concurrency"],
         "keys": keys,
         "client": {"acks": cfg["acks"] if not transactional else "all",
@@ -229,16 +278,21 @@ def run(cfg: dict) -> int:
                    "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
                    "max.in.flight.requests.per.connection": cfg["max_in_flight"],
                    "retries": cfg["retries"], "batch": cfg["batch"],
-                   "transaction.timeout.ms": cfg["transaction_timeout_ms"]},
+                   "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+                   **run_client_settings(cfg)},
         "broker": {"min.insync.replicas": cfg["min_insync"],
-                   "unclean.leader.election.enable": False,
-                   "replication.factor": cfg["replication_factor"]},
+                   "unclean.leader.election.enable": cfg.get("unclean_election", False),
+                   "replication.factor": cfg["replication_factor"],
+                   **cfg.get("topic_config", {})},
         "time_limit_s": cfg["time_limit"], "rate": cfg["rate"],
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
         "start_wall_s": start_wall,
         "lab": lab.name,
-        "nodes": [{"name": n.name, "ip": n.ip, "broker_id": n.broker_id} for n in lab.nodes],
+        "nodes": [{"name": n.name, "address": n.address} for n in lab.nodes],
         "broker_config": dict(lab.broker_config),
+        "cluster": cluster,
+        # names only: the values may be credentials (never written to a run's files)
+        "client_config_keys": sorted(cfg.get("client_config") or {}),
         "versions": versions(),
         "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"],
                     "targets": cfg["nemesis_targets"]},
@@ -251,48 +305,51 @@ def run(cfg: dict) -> int:
     writer = HistoryWriter(os.path.join(run_dir, "history.jsonl"), start_ns=start_ns)
     learned = OffsetsLearned()
     progress = Progress(learned)
-    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say)
-    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault)
+    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say, resend=cfg.get("resend", False))
+    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault,
+                     kill_client=pool.kill_process)
     deadline = time.monotonic() + cfg["time_limit"]
     specs = build_specs(cfg, module, keys, lab.bootstrap_servers, start_ns,
                         deadline, os.path.basename(run_dir), lab,
                         log_dir=os.path.join(run_dir, "clients"))
     os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
-    faults = ClientFaults(pool, ctx.record)
+    faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name))
     conductors = conductors_for(cfg, specs, faults, pool, deadline)
     runner = None
     interrupted = False
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0 = time.monotonic()
-    try:
-        for spec in specs:
-            pool.spawn(spec)
-        if cfg["nemesis"]:
-            from nemesis.runner import NemesisRunner
-            runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
-                                   targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say)
-            runner.start()
-        for conductor in conductors:
-            conductor.start()
-        say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
-        next_report = time.monotonic() + PROGRESS_EVERY_S
-        while time.monotonic() < deadline and pool.alive():
-            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-            if time.monotonic() >= next_report:
-                say(progress.line(time.monotonic() - wall0, pool.alive()))
-                next_report += PROGRESS_EVERY_S
-    except KeyboardInterrupt:
-        interrupted = True
-        say("interrupted: stopping clients and healing")
-    finally:
-        for conductor in conductors:
-            conductor.stop()
-        if runner is not None:
-            runner.stop()
-        pool.stop_all()
-        signal.signal(signal.SIGTERM, old_term)
-        remove_client_namespaces(lab, specs)
+    with sigterm_as_interrupt():
+        try:
+            for spec in specs:
+                pool.spawn(spec)
+            if cfg["nemesis"]:
+                from nemesis.runner import NemesisRunner
+                runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
+                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say,
+                                       deadline=deadline, shape=cfg.get("nemesis_shape"),
+                                       hold_s=cfg.get("nemesis_hold"))
+                runner.start()
+            for conductor in conductors:
+                conductor.start()
+            say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
+            next_report = time.monotonic() + PROGRESS_EVERY_S
+            while time.monotonic() < deadline and pool.alive():
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                if time.monotonic() >= next_report:
+                    say(progress.line(time.monotonic() - wall0, pool.alive()))
+                    next_report += PROGRESS_EVERY_S
+        except KeyboardInterrupt:
+            interrupted = True
+            say("interrupted: stopping clients and healing")
+        finally:
+            for conductor in conductors:
+                conductor.stop()
+            if runner is not None:
+                runner.stop()
+            pool.stop_all()
+            remove_client_places(lab, specs)
+            lab.collect(run_dir)
     main_wall = time.monotonic() - wall0
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
@@ -313,7 +370,8 @@ def run(cfg: dict) -> int:
         drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
         test["drain"] = drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
                               drain_process, cfg["isolation"], cfg["drain_time_limit"],
-                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"))
+                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"),
+                              client_config=cfg.get("client_config"))
         say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
             f"{test['drain']['seconds']} s, {test['drain']['records']} records")
     writer.close()
@@ -323,24 +381,37 @@ def run(cfg: dict) -> int:
     if interrupted:
         return 130
     if cfg["check"]:
-        verdict = check_and_report(run_dir)
-        if verdict == "invalid":
-            return 1        # as Jepsen: a run that found bad anomalies fails
+        from checkers.cli import EXIT_CODES
+        return EXIT_CODES[check_and_report(run_dir)]   # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
 
 
-def remove_client_namespaces(lab, specs) -> None:
-    """The namespaces --client-netns made (the lab's heal_all would too)."""
+def run_client_settings(cfg: dict) -> dict:
+    """test.json `client` fields of the options that change what clients do
+    (only those away from their defaults, so older runs read the same)."""
+    out = {}
+    for key, name, default in (("producer_config", "producer_config", {}),
+                               ("consumer_config", "consumer_config", {}),
+                               ("process_ms", "process.ms", 0), ("resend", "resend", False),
+                               ("zombie_kind", "zombie.kind", "transactional"),
+                               ("copier_offsets", "copier.offsets", "txn"), ("hang", "hang", None),
+                               ("txn_hold_ms", "txn.hold.ms", 0)):
+        value = cfg.get(key, default)
+        if value != default:
+            out[name] = value
+    if cfg.get("hang"):
+        out["hang.s"] = cfg["hang_s"]
+    return out
+
+
+def remove_client_places(lab, specs) -> None:
+    """The client places --client-netns made (the lab's heal_all would too)."""
     for spec in specs:
-        if spec.netns:
+        if spec.place is not None:
             try:
-                lab.remove_client_namespace(f"c{spec.slot}")
+                lab.remove_client_place(spec.place.name)
             except Exception as error:   # never mask the run's own outcome
-                say(f"could not remove client namespace {spec.netns}: {error}")
-
-
-def _raise_interrupt(_signum, _frame):
-    raise KeyboardInterrupt
+                say(f"could not remove client place {spec.place.name}: {error}")
 
 
 def check_and_report(run_dir: str) -> str | None:

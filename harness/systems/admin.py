@@ -11,7 +11,7 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness import kafka_wire
+from harness.systems import wire as kafka_wire
 from harness.errors import GregorError
 
 # Errors that mean "ask again shortly" (coordinator loading, election running).
@@ -21,10 +21,12 @@ _RETRIABLE_CODES = {5, 6, 7, 14, 15, 16, 103}
 class KafkaAdmin:
     """A thin admin client over one lab's bootstrap servers."""
 
-    def __init__(self, bootstrap_servers: str, timeout: float = 10):
+    def __init__(self, bootstrap_servers: str, timeout: float = 10, client_config: dict | None = None):
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
+        self.client_config = dict(client_config or {})
         self._client = AdminClient({
+            **self.client_config,   # security settings of the lab's clients (--client-config)
             "bootstrap.servers": bootstrap_servers,
             "socket.timeout.ms": int(timeout * 1000),
             "log_level": 0,  # connection noise during faults is expected; callers see errors
@@ -119,7 +121,7 @@ class KafkaAdmin:
     def controller(self) -> int:
         """Node id of the active KRaft controller (the metadata quorum leader)."""
         def ask(host: str, port: int) -> int:
-            leader = kafka_wire.active_controller(host, port, timeout=self.timeout)
+            leader = kafka_wire.active_controller(host, port, timeout=self.timeout, security=self.client_config)
             if leader < 0:  # an election is running: ask again
                 raise kafka_wire.KafkaProtocolError(15, "DescribeQuorum: no leader yet")
             return leader
@@ -127,8 +129,10 @@ class KafkaAdmin:
 
     def group_coordinator(self, group_id: str) -> int:
         return self._ask(f"coordinator of group {group_id!r}",
-                         lambda h, p: kafka_wire.find_coordinator(h, p, group_id, 0, timeout=self.timeout))
+                         lambda h, p: kafka_wire.find_coordinator(h, p, group_id, 0, timeout=self.timeout,
+                                                                  security=self.client_config))
 
     def txn_coordinator(self, transactional_id: str) -> int:
         return self._ask(f"transaction coordinator of {transactional_id!r}",
-                         lambda h, p: kafka_wire.find_coordinator(h, p, transactional_id, 1, timeout=self.timeout))
+                         lambda h, p: kafka_wire.find_coordinator(h, p, transactional_id, 1, timeout=self.timeout,
+                                                                  security=self.client_config))

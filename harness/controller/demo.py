@@ -1,4 +1,4 @@
-"""The main job: a real 3-node Kafka cluster under faults, checked, reported.
+"""The main job: a real 3-node cluster under faults, checked, reported.
 
 `gregor demo` is `gregor run` with settings that show what Gregor does in
 about two minutes: idempotent acks=all producers and assigned consumers on a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from harness.controller.lab_options import backend_flags
 from harness.lab import Lab, lab_name
 
 DEMO_RUN = [
@@ -23,9 +24,11 @@ DEMO_RUN = [
 ]
 
 
-def demo_arguments(time_limit: int, lab: str, version: str | None, store: str) -> list[str]:
+def demo_arguments(time_limit: int, lab: str, version: str | None, store: str,
+                   backend: str = "local", system: str = "kafka", backend_options: dict | None = None) -> list[str]:
     """The `gregor run` arguments of the demo (also shown to the user)."""
-    argv = [*DEMO_RUN, "--time-limit", str(time_limit), "--lab", lab, "--store", store]
+    argv = [*DEMO_RUN, "--time-limit", str(time_limit), "--lab", lab, "--store", store,
+            "--backend", backend, "--system", system, *backend_flags(backend_options or {})]
     if version:
         argv += ["--version", version]
     return argv
@@ -33,11 +36,12 @@ def demo_arguments(time_limit: int, lab: str, version: str | None, store: str) -
 
 def run_demo(name: str | None = None, version: str | None = None, time_limit: int = 60,
              store: str = "store", keep_lab: bool = False,
-             progress: Callable[[str], None] = print) -> int:
-    from workloads import cli as run_cli
+             progress: Callable[[str], None] = print, backend: str = "local", system: str = "kafka",
+             backend_options: dict | None = None) -> int:
+    from harness.controller import run_cli
 
-    lab = lab_name(name)
-    argv = demo_arguments(time_limit, lab, version, store)
+    lab = lab_name(name, backend)
+    argv = demo_arguments(time_limit, lab, version, store, backend, system, backend_options)
     parser = argparse.ArgumentParser(prog="gregor run")
     run_cli.add_arguments(parser)
     args = parser.parse_args(argv)
@@ -47,6 +51,6 @@ def run_demo(name: str | None = None, version: str | None = None, time_limit: in
     finally:
         if not keep_lab:
             progress("demo: tearing the lab down")
-            Lab.down(lab, progress=progress)
+            Lab.down(lab, progress=progress, backend=backend, backend_options=backend_options)
     progress(f"demo: the report is {store}/latest/report.html (all runs: {store}/index.html)")
     return code

@@ -1,0 +1,68 @@
+"""Detection power of the guarantee catalogue, per claim.
+
+Runs `gregor scenarios` (K runs per side, fixed seeds) and prints per
+claim: the detection rate of the unsafe side (runs in which an expected
+anomaly appeared), the median time to detect (seconds from the run's start
+to its first expected anomaly), and the false alarms of the safe side
+(runs with a bad anomaly). Figures, not a pass/fail test; the goal is each
+unsafe side detected in at least 8 of 10 runs of at most 60 s and each safe
+side free of bad anomalies in 10 of 10.
+
+    sudo .venv/bin/python benchmarks/bench_scenarios.py --runs 10 [--only acks,...] [--lab gscen]
+    .venv/bin/python benchmarks/bench_scenarios.py --from store/scenarios/<time>   # figures of a finished catalogue
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.controller import catalogue  # noqa: E402
+
+
+def table(summary: dict) -> str:
+    lines = [f"{'claim':<20} {'detected':>9} {'median s':>9} {'false alarms':>13} {'errors':>7}  anomalies (unsafe / safe)"]
+    for claim in summary["claims"]:
+        unsafe, safe = claim["figures"]["unsafe"], claim["figures"]["safe"]
+        detected = f"{unsafe['hits']}/{unsafe['completed']}"
+        median = "-" if unsafe["median_first_s"] is None else f"{unsafe['median_first_s']:.1f}"
+        alarms = f"{safe['hits']}/{safe['completed']}"
+        errors = unsafe["errors"] + safe["errors"]
+        names = (",".join(f"{n}:{a['count']}" for n, a in unsafe["anomalies"].items()) or "-") + " / " + \
+                (",".join(f"{n}:{a['count']}{'' if a['allowed'] else '(bad)'}" for n, a in safe["anomalies"].items())
+                 or "-")
+        lines.append(f"{claim['name']:<20} {detected:>9} {median:>9} {alarms:>13} {errors:>7}  {names}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per side (default 3)")
+    parser.add_argument("--only", default=None, help="comma list of claim names")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--lab", default="gscen")
+    parser.add_argument("--store", default="store")
+    parser.add_argument("--from", dest="source", default=None,
+                        help="print the figures of a finished catalogue directory instead of running one")
+    args = parser.parse_args(argv)
+    if args.source:
+        summary = json.loads((Path(args.source) / "scenarios.json").read_text())
+    else:
+        from harness.controller.scenarios import Catalogue
+        from harness.lab import lab_name
+        claims = catalogue.select(catalogue.load(), args.only)
+        summary = Catalogue(claims, runs=args.runs, seed=args.seed, time_limit=args.time_limit,
+                            store=args.store, lab=lab_name(args.lab)).run()
+    print(f"{summary['runs_per_side']} run(s) per side of {summary['time_limit_s']:g} s, seeds from "
+          f"{summary['seed']}, {summary['backend']} backend")
+    print(table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

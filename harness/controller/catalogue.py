@@ -1,0 +1,193 @@
+"""The guarantee catalogue as data: claims, the runs that show them, and how a run is judged.
+
+Each claim of the Kafka literature is one `[[claim]]` entry of
+scenarios.toml beside this file: a promise in one sentence, the anomalies
+that break it, the lab's broker settings, the `gregor run` options both
+sides share, and the options of its unsafe and of its safe side. Adding a
+claim is adding an entry; nothing here knows any claim by name.
+
+A run of the unsafe side *detects* the claim when it shows one of the
+expected anomalies (`unseen` only after a complete drain: an incomplete one
+explains it). A run of the safe side is *clean* when it shows no bad
+anomaly (results.json `allowed` false); one that does is a red finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import GregorError
+
+CATALOGUE = Path(__file__).with_name("scenarios.toml")
+SIDES = ("unsafe", "safe")
+ENTRY_FIELDS = {"name", "promise", "expected", "lab", "storage", "run", "unsafe", "safe", "note"}
+NEEDS_COMPLETE_DRAIN = {"unseen"}
+# Options the catalogue sets itself for every run.
+RESERVED = {"lab", "backend", "system", "version", "store", "name", "seed", "no-check"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    promise: str
+    expected: tuple[str, ...]
+    run: dict
+    sides: dict[str, dict]
+    lab: dict[str, str] = field(default_factory=dict)
+    storage: str = "disk"
+    note: str = ""
+
+    def options(self, side: str, time_limit: float | None = None) -> dict:
+        """The run options of one side: the shared ones, then the side's."""
+        merged = {**self.run, **self.sides[side]}
+        if time_limit is not None:
+            merged["time-limit"] = time_limit
+        return merged
+
+    def run_arguments(self, side: str, seed: int, time_limit: float | None = None) -> list[str]:
+        """`gregor run` arguments of one side (without lab, store and name)."""
+        return options_to_argv({**self.options(side, time_limit), "seed": seed})
+
+    def describe_side(self, side: str) -> str:
+        """The side's own settings in words, e.g. "acks=1"."""
+        return ", ".join(f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()) or "as shared"
+
+
+def options_to_argv(options: dict) -> list[str]:
+    """{"acks": "1", "client-netns": True, "topic-config": ["a=b"]} -> --acks 1 --client-netns --topic-config a=b"""
+    argv: list[str] = []
+    for key, value in options.items():
+        if value is False or value is None:
+            continue
+        if value is True:
+            argv.append(f"--{key}")
+        elif isinstance(value, list):
+            for item in value:
+                argv += [f"--{key}", str(item)]
+        else:
+            argv += [f"--{key}", str(value)]
+    return argv
+
+
+def load(path: Path = CATALOGUE) -> list[Claim]:
+    """Every claim of the catalogue file, each checked (GregorError naming the entry)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise GregorError(f"cannot read the catalogue {path}: {error}") from None
+    claims = [parse_claim(entry, index) for index, entry in enumerate(data.get("claim", []))]
+    names = [c.name for c in claims]
+    for name in names:
+        if names.count(name) > 1:
+            raise GregorError(f"catalogue {path}: claim {name!r} appears twice")
+    if not claims:
+        raise GregorError(f"catalogue {path} has no [[claim]] entry")
+    return claims
+
+
+def parse_claim(entry: dict, index: int = 0) -> Claim:
+    name = entry.get("name") or f"#{index + 1}"
+    where = f"claim {name!r}"
+    unknown = set(entry) - ENTRY_FIELDS
+    if unknown:
+        raise GregorError(f"{where}: unknown field {sorted(unknown)[0]!r}; fields are {', '.join(sorted(ENTRY_FIELDS))}")
+    for needed in ("name", "promise", "expected", "run", "unsafe", "safe"):
+        if needed not in entry:
+            raise GregorError(f"{where}: missing field {needed!r}")
+    if not str(name).replace("-", "").isalnum() or not str(name).islower():
+        raise GregorError(f"{where}: a name is lower-case letters, digits and '-'")
+    expected = entry["expected"]
+    if not isinstance(expected, list) or not expected or not all(isinstance(e, str) for e in expected):
+        raise GregorError(f"{where}: expected must be a non-empty list of anomaly names")
+    for table in ("run", "unsafe", "safe", "lab"):
+        if not isinstance(entry.get(table, {}), dict):
+            raise GregorError(f"{where}: {table} must be a table")
+    for table in ("run", "unsafe", "safe"):
+        reserved = RESERVED & set(entry[table])
+        if reserved:
+            raise GregorError(f"{where}: {table} sets --{sorted(reserved)[0]}, which `gregor scenarios` "
+                              "sets for every run")
+    claim = Claim(name=name, promise=" ".join(str(entry["promise"]).split()), expected=tuple(expected),
+                  run=dict(entry["run"]), sides={"unsafe": dict(entry["unsafe"]), "safe": dict(entry["safe"])},
+                  lab={str(k): str(v) for k, v in entry.get("lab", {}).items()},
+                  storage=str(entry.get("storage", "disk")), note=" ".join(str(entry.get("note", "")).split()))
+    for side in SIDES:
+        check_run_options(claim, side)
+    return claim
+
+
+def check_run_options(claim: Claim, side: str) -> dict:
+    """The side's options through `gregor run`'s own parser and checks."""
+    from harness.controller import run_cli
+    parser = _RaisingParser(prog="gregor run")
+    run_cli.add_arguments(parser)
+    argv = claim.run_arguments(side, seed=0) + ["--data-on", claim.storage]
+    try:
+        return run_cli.validate(parser.parse_args(argv))
+    except GregorError as error:
+        raise GregorError(f"claim {claim.name!r} ({side}): {error}") from None
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise GregorError(message)
+
+
+def select(claims: list[Claim], only: str | None) -> list[Claim]:
+    if not only:
+        return claims
+    wanted = [n.strip() for n in only.split(",") if n.strip()]
+    known = {c.name for c in claims}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise GregorError(f"no claim named {unknown[0]!r}; see gregor scenarios --list")
+    return [c for c in claims if c.name in wanted]
+
+
+# --- judging runs -------------------------------------------------------------------------
+
+def judge(claim: Claim, side: str, results: dict, test: dict) -> dict:
+    """What one run shows: its anomalies, whether it detects (unsafe) or is
+    clean (safe), and when the first anomaly that counts happened."""
+    anomalies = {name: {"count": int(a.get("count") or 0), "allowed": bool(a.get("allowed")),
+                        "why_allowed": a.get("why_allowed"),
+                        "first_s": first_time(a)}
+                 for name, a in (results.get("anomalies") or {}).items() if int(a.get("count") or 0) > 0}
+    drain_complete = bool((test.get("drain") or {}).get("complete"))
+    found = [n for n in claim.expected if n in anomalies
+             and (n not in NEEDS_COMPLETE_DRAIN or drain_complete)]
+    bad = sorted(n for n, a in anomalies.items() if not a["allowed"])
+    counting = found if side == "unsafe" else bad
+    times = [anomalies[n]["first_s"] for n in counting if anomalies[n]["first_s"] is not None]
+    return {"verdict": results.get("verdict"), "anomalies": anomalies, "expected_found": found,
+            "bad": bad, "detected": bool(found), "clean": not bad, "drain_complete": drain_complete,
+            "truncated": sorted((test.get("drain") or {}).get("truncated", {})),
+            "first_s": min(times) if times else None}
+
+
+def first_time(anomaly: dict) -> float | None:
+    times = [e.get("time_s") for e in anomaly.get("examples") or () if isinstance(e.get("time_s"), (int, float))]
+    return round(min(times), 3) if times else None
+
+
+def side_figures(runs: list[dict], side: str) -> dict:
+    """Detection rate (unsafe) or false alarms (safe) over a side's runs, the
+    median time to the first anomaly that counts, and totals per anomaly."""
+    done = [r for r in runs if r.get("error") is None]
+    hits = [r for r in done if (r["detected"] if side == "unsafe" else not r["clean"])]
+    times = [r["first_s"] for r in hits if r.get("first_s") is not None]
+    totals: dict[str, dict] = {}
+    for run in done:
+        for name, anomaly in run["anomalies"].items():
+            entry = totals.setdefault(name, {"count": 0, "runs": 0, "allowed": anomaly["allowed"],
+                                             "why_allowed": anomaly.get("why_allowed")})
+            entry["count"] += anomaly["count"]
+            entry["runs"] += 1
+            entry["allowed"] = entry["allowed"] and anomaly["allowed"]
+    return {"runs": len(runs), "completed": len(done), "errors": len(runs) - len(done),
+            "hits": len(hits), "median_first_s": round(statistics.median(times), 1) if times else None,
+            "anomalies": dict(sorted(totals.items()))}

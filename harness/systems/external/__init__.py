@@ -1,0 +1,1 @@
+"""systems/external: a cluster someone else runs"""

@@ -1,0 +1,1 @@
+"""systems/tansu: Tansu over PostgreSQL (or one broker's memory)"""

@@ -1,0 +1,37 @@
+"""Power cuts: a node's system process dies and its data loses what was never fsynced.
+
+A SIGKILL keeps the page cache: what a broker wrote survives it. A power
+cut does not. The lab serves each node's data directory from powerfs
+(harness/powerfs.py, `Lab.up(storage="powerfs")`), which knows what every
+file held at its last fsync; the cut kills the processes first, all of them
+before any storage is touched (a rack losing power loses it at once), then
+rolls each node's files back to their fsynced content and unmounts them.
+The heal is kill's (kill.start_nodes): Lab.start_node mounts the storage
+again before it starts the system.
+"""
+
+from __future__ import annotations
+
+from harness.errors import GregorError
+
+
+def require_powerfs(lab) -> None:
+    if lab.storage != "powerfs":
+        raise GregorError(f"lab {lab.name} keeps its data on a plain disk, which cannot lose power; "
+                          f"bring it up with storage powerfs (gregor lab down --lab {lab.name}, then "
+                          "gregor lab up --data-on powerfs, or let gregor run bring it up)")
+
+
+def cut_power(lab, names) -> dict[str, dict]:
+    """Kills every named node, then takes their unsynced data; per node, what each file lost."""
+    require_powerfs(lab)
+    for name in names:
+        lab.node(name).kill()
+    lost = {}
+    for name in names:
+        node = lab.node(name)
+        report = node.lose_unsynced(lab.data_dir(node))
+        lost[name] = {"lost_bytes": report["lost_bytes"],
+                      "files": [{"file": f["file"], "lost_bytes": f["lost_bytes"], "size": f["size"],
+                                 "kept": f["kept"]} for f in report["files"]]}
+    return lost

@@ -1,0 +1,127 @@
+"""The guarantee catalogue as data: every entry is valid `gregor run` options,
+a bad entry is refused in one line, and runs are judged by the contract
+(detection on the unsafe side, no bad anomaly on the safe side)."""
+
+import textwrap
+
+import pytest
+
+from harness.controller import catalogue
+from harness.errors import GregorError
+
+GOOD = """
+[[claim]]
+name = "demo-claim"
+promise = "Safe keeps it; unsafe breaks it."
+expected = ["lost-write", "unseen"]
+lab = { "replica.lag.time.max.ms" = "5000" }
+[claim.run]
+workload = "queue"
+keys = 2
+client-netns = true
+nemesis = "kill"
+nemesis-targets = "leader"
+[claim.unsafe]
+acks = "1"
+idempotence = "false"
+[claim.safe]
+acks = "all"
+topic-config = ["flush.messages=1", "retention.ms=-1"]
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "claims.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_every_claim_of_the_shipped_catalogue_is_valid_and_has_both_sides():
+    claims = catalogue.load()
+    assert len(claims) >= 13
+    names = {c.name for c in claims}
+    for wanted in ("acks", "min-isr", "unclean-election", "replication-factor", "idempotence",
+                   "in-flight-order", "producer-restart", "read-committed", "zombie-fencing",
+                   "eos-commit-after", "eos-commit-before", "auto-commit", "hanging-transaction", "power-loss"):
+        assert wanted in names
+    for claim in claims:
+        assert claim.promise and claim.expected
+        for side in catalogue.SIDES:
+            assert catalogue.check_run_options(claim, side)["workload"]
+
+
+def test_an_entry_becomes_gregor_run_arguments_side_over_shared(tmp_path):
+    claim = catalogue.load(write(tmp_path, GOOD))[0]
+    argv = claim.run_arguments("safe", seed=7, time_limit=20)
+    assert argv[:2] == ["--workload", "queue"] and "--client-netns" in argv
+    assert argv[argv.index("--acks") + 1] == "all"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--topic-config"] == ["flush.messages=1", "retention.ms=-1"]
+    assert argv[argv.index("--seed") + 1] == "7" and argv[argv.index("--time-limit") + 1] == "20"
+    assert claim.run_arguments("unsafe", seed=7)[claim.run_arguments("unsafe", 7).index("--acks") + 1] == "1"
+    assert claim.lab == {"replica.lag.time.max.ms": "5000"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (('acks = "1"', 'acks = "2"'), "invalid choice"),
+    (('expected = ["lost-write", "unseen"]', 'expected = []'), "non-empty list"),
+    (('keys = 2', 'keys = 2\nlab = "x"'), "lab"),
+    (('acks = "1"', 'acks = "1"\nseed = 3'), "--seed"),
+    (('name = "demo-claim"', 'name = "Demo Claim"'), "lower-case"),
+    (('nemesis = "kill"', 'nemesis = "explode"'), "explode"),
+    (('promise = "Safe keeps it; unsafe breaks it."', 'promis = "x"'), "unknown field"),
+])
+def test_a_bad_entry_is_refused_in_one_line_naming_the_claim(tmp_path, change, message):
+    with pytest.raises(GregorError, match=message) as error:
+        catalogue.load(write(tmp_path, GOOD.replace(*change)))
+    assert "\n" not in str(error.value)
+
+
+def test_select_by_name_and_unknown_names():
+    claims = catalogue.load()
+    assert [c.name for c in catalogue.select(claims, "power-loss,acks")] == ["acks", "power-loss"]
+    with pytest.raises(GregorError, match="no claim named 'nope'"):
+        catalogue.select(claims, "acks,nope")
+
+
+def anomaly(count, allowed, *times):
+    return {"count": count, "allowed": allowed, "why_allowed": "acks=1" if allowed else None,
+            "examples": [{"time_s": t} for t in times]}
+
+
+def test_the_unsafe_side_detects_with_an_expected_anomaly_and_times_the_first(tmp_path):
+    claim = catalogue.load(write(tmp_path, GOOD))[0]
+    results = {"verdict": "valid", "anomalies": {"lost-write": anomaly(3, True, 12.5, 30.0),
+                                                 "duplicate": anomaly(2, True, 4.0)}}
+    judged = catalogue.judge(claim, "unsafe", results, {"drain": {"complete": True}})
+    assert judged["detected"] and judged["expected_found"] == ["lost-write"]
+    assert judged["first_s"] == 12.5            # the duplicate at 4 s is not what the claim is about
+    assert judged["clean"] and judged["bad"] == []
+
+
+def test_unseen_counts_only_after_a_complete_drain(tmp_path):
+    claim = catalogue.load(write(tmp_path, GOOD))[0]
+    results = {"anomalies": {"unseen": anomaly(5, True, 20.0)}}
+    assert not catalogue.judge(claim, "unsafe", results, {"drain": {"complete": False}})["detected"]
+    assert catalogue.judge(claim, "unsafe", results, {"drain": {"complete": True}})["detected"]
+
+
+def test_a_bad_anomaly_on_the_safe_side_is_a_finding_and_permitted_ones_are_not(tmp_path):
+    claim = catalogue.load(write(tmp_path, GOOD))[0]
+    judged = catalogue.judge(claim, "safe", {"anomalies": {"duplicate": anomaly(4, True, 3.0),
+                                                           "lost-write": anomaly(1, False, 41.0)}}, {})
+    assert not judged["clean"] and judged["bad"] == ["lost-write"] and judged["first_s"] == 41.0
+    assert catalogue.judge(claim, "safe", {"anomalies": {"duplicate": anomaly(4, True)}}, {})["clean"]
+
+
+def test_side_figures_count_hits_errors_and_the_median_time():
+    runs = [{"error": None, "detected": True, "clean": True, "first_s": 10.0,
+             "anomalies": {"lost-write": {"count": 2, "allowed": True}}},
+            {"error": None, "detected": True, "clean": True, "first_s": 30.0,
+             "anomalies": {"lost-write": {"count": 1, "allowed": True}}},
+            {"error": None, "detected": False, "clean": True, "first_s": None, "anomalies": {}},
+            {"error": "gregor run exited 2"}]
+    figures = catalogue.side_figures(runs, "unsafe")
+    assert (figures["runs"], figures["completed"], figures["errors"], figures["hits"]) == (4, 3, 1, 2)
+    assert figures["median_first_s"] == 20.0
+    assert figures["anomalies"]["lost-write"]["count"] == 3 and figures["anomalies"]["lost-write"]["runs"] == 2
+    assert catalogue.side_figures(runs, "safe")["hits"] == 0

@@ -1,0 +1,56 @@
+"""A fast subset of the guarantee catalogue, end to end on the default backend
+and system: each claim's unsafe side shows an expected anomaly and its safe
+side none that is bad, with fixed seeds; the page and the summary are written.
+
+Runs are shorter than the catalogue's 60 s (GREGOR_SCENARIOS_TEST_S, default
+25) to keep the suite lean; the full table is benchmarks/bench_scenarios.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend_params import lab_name
+
+pytestmark = pytest.mark.lab
+
+CLAIMS = ("acks", "read-committed", "zombie-fencing")
+SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "25")
+
+
+@pytest.fixture(scope="module")
+def catalogue(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root")
+    store = tmp_path_factory.mktemp("scenarios") / "store"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "scenarios", "--only", ",".join(CLAIMS), "--runs", "1",
+         "--seed", "1", "--time-limit", SECONDS, "--lab", lab_name("scn"), "--store", str(store)],
+        cwd=root, capture_output=True, text=True, timeout=3600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    directory = next((store / "scenarios").iterdir())
+    return directory, json.loads((directory / "scenarios.json").read_text()), result.stdout
+
+
+@pytest.mark.parametrize("name", CLAIMS)
+def test_the_unsafe_side_breaks_the_promise_and_the_safe_side_keeps_it(catalogue, name):
+    directory, summary, _ = catalogue
+    claim = next(c for c in summary["claims"] if c["name"] == name)
+    unsafe, safe = claim["sides"]["unsafe"]["runs"][0], claim["sides"]["safe"]["runs"][0]
+    assert unsafe["error"] is None and safe["error"] is None, (unsafe.get("error"), safe.get("error"))
+    assert unsafe["detected"], f"{name}: unsafe side showed {unsafe['anomalies']}, none of {claim['expected']}"
+    assert safe["clean"], f"{name}: safe side showed bad anomalies {safe['bad']}"
+    assert (directory / unsafe["report"]).exists() and (directory / safe["report"]).exists()
+
+
+def test_the_page_and_the_summary_are_written(catalogue):
+    directory, summary, stdout = catalogue
+    assert summary["finished"] and [c["name"] for c in summary["claims"]] == list(CLAIMS)
+    page = (directory / "index.html").read_text()
+    assert all(f'id="{name}"' in page for name in CLAIMS)
+    assert "scenarios: " + str(directory / "index.html") in stdout

@@ -1,0 +1,94 @@
+"""A real `vagrant up` of the repository's Vagrantfile, `gregor run --backend ssh
+--vagrant` on it, and `vagrant destroy -f` leaving nothing behind.
+
+Here the nodes are the Vagrantfile's docker provider (containers of the node
+image running sshd; this machine cannot run VMs). The lab's state goes to a
+folder of the test's own (VAGRANT_DOTFILE_PATH) and its private network gets
+a subnet of its own, so a developer's own Vagrant lab at the repository
+root is never touched. The one long test of the suite: keep the lab small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend_params import lab_name
+from harness import registry
+from harness.backends import docker_engine, netns
+from harness.lab import state_path
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
+LAB = lab_name("vag")
+
+
+def run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, f"{' '.join(argv)}: " + result.stdout[-3000:] + result.stderr[-2000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def vagrant(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the docker provider's lab and the client places need root")
+    assert shutil.which("vagrant"), "vagrant not found; ./setup installs Debian's vagrant package"
+    dotfile = tmp_path_factory.mktemp("vagrant") / ".vagrant"
+    subnet = netns.lab_subnet(f"{LAB}net")
+    env = {**os.environ, "VAGRANT_DOTFILE_PATH": str(dotfile), "GREGOR_NODES": "3",
+           "GREGOR_SUBNET": str(subnet.network_address).rsplit(".", 1)[0]}
+    containers = f"gregor-vagrant-{hashlib.sha1(str(dotfile).encode()).hexdigest()[:6]}-"
+    try:
+        yield env, dotfile, containers, subnet
+    finally:   # what a failed test left: the Kafka lab, then the nodes
+        subprocess.run([GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."], cwd=REPO,
+                       env=env, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
+        destroy = subprocess.run(["vagrant", "destroy", "-f"], cwd=REPO, env=env, capture_output=True, text=True,
+                                 timeout=600, stdin=subprocess.DEVNULL)
+        print(destroy.stdout[-2000:], destroy.stderr[-2000:])
+
+
+def ours(containers: str, subnet) -> list[str]:
+    client = docker_engine.client(progress=lambda _m: None)
+    found = [c.name for c in client.containers.list(all=True) if c.name.startswith(containers)]
+    return found + [n.name for n in client.networks.list() if str(subnet) in n.name]
+
+
+def test_vagrant_up_then_a_checked_txn_run_over_ssh_then_destroy_leaves_nothing(vagrant, tmp_path, monkeypatch):
+    env, dotfile, containers, subnet = vagrant
+    monkeypatch.setenv("VAGRANT_DOTFILE_PATH", env["VAGRANT_DOTFILE_PATH"])   # for the leftovers check here
+    up = run(["vagrant", "up"], env, timeout=900)
+    assert "with 'docker' provider" in up.stdout
+    assert len([name for name in ours(containers, subnet) if name.startswith(containers)]) == 3
+
+    store = tmp_path / "store"
+    result = run([GREGOR, "run", "--backend", "ssh", "--vagrant", ".", "--lab", LAB, "--workload", "txn",
+                  "--nemesis", "partition,pause,kill", "--nemesis-interval", "6", "--time-limit", "30",
+                  "--store", str(store)], env, timeout=1200)
+    run_dir = os.path.realpath(store / "latest")
+    with open(os.path.join(run_dir, "results.json")) as handle:
+        assert json.load(handle)["verdict"] == "valid", result.stdout[-3000:]
+    with open(os.path.join(run_dir, "test.json")) as handle:
+        setup = json.load(handle)["setup"]
+    assert setup["host_keys"] == "verified against the keys the Vagrant lab made for its machines"
+    assert os.path.getsize(os.path.join(run_dir, "report.html")) > 10_000
+    prefix = setup["hosts"]
+    assert all(f"n{i} root@" in prefix for i in (1, 2, 3))
+
+    run([GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."], env, timeout=300)
+    assert registry.backend("ssh", vagrant=str(REPO)).leftovers(LAB) == [] and not state_path(LAB).exists()
+
+    run(["vagrant", "destroy", "-f"], env, timeout=600)
+    assert ours(containers, subnet) == []
+    assert not (dotfile / "gregor").exists()
