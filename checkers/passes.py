@@ -27,21 +27,11 @@ from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, L
                               KeyPass, Params)
 from checkers.load import COMMIT_ROW, KEY_KINDS, NEMESIS_ROUTE, OP_ROW, POLL_ROW, SEND_ROW, STORAGE, Tables
 
-OUTPUT_SCHEMA = T.StructType([
-    T.StructField("tag", T.IntegerType()),
-    T.StructField("name", T.StringType()),
-    T.StructField("key", T.LongType()),
-    T.StructField("value", T.LongType()),
-    T.StructField("values", T.ArrayType(T.LongType())),
-    T.StructField("offset", T.LongType()),
-    T.StructField("offsets", T.ArrayType(T.LongType())),
-    T.StructField("ops", T.ArrayType(T.LongType())),
-    T.StructField("time", T.LongType()),
-    T.StructField("a", T.LongType()),
-    T.StructField("b", T.LongType()),
-    T.StructField("c", T.LongType()),
-    T.StructField("d", T.LongType()),
-])
+# The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
+# four numbers whose meaning depends on the tag.
+OUTPUT_SCHEMA = T.StructType([T.StructField("tag", T.IntegerType())]
+                             + [f for f in ANOMALY_SCHEMA.fields if f.name != "cycle"]
+                             + [T.StructField(name, T.LongType()) for name in ("a", "b", "c", "d")])
 _ARROW_SCHEMA = pa.schema([
     ("tag", pa.int32()), ("name", pa.string()), ("key", pa.int64()), ("value", pa.int64()),
     ("values", pa.list_(pa.int64())), ("offset", pa.int64()), ("offsets", pa.list_(pa.int64())),
