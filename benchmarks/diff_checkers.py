@@ -10,7 +10,10 @@ compared (which instances make the first few may differ in order).
     .venv/bin/python benchmarks/diff_checkers.py --old /work/wt/checker-old DIR...
 
 Neither side writes into the run directories: each check runs on a scratch
-copy (the history is linked, not copied). Exit status 0 when no difference
+copy (the history is linked, not copied). `--save DIR` keeps each side's
+summaries (DIR/old.jsonl, DIR/new.jsonl); `--old-results FILE` reuses such a
+file instead of running the old checker again (the old checker is slow), and
+compares only the runs it has. Exit status 0 when no difference
 was found, 1 otherwise; the report lists each run and what differs.
 """
 
@@ -113,21 +116,34 @@ def main(argv=None) -> int:
     parser.add_argument("--old", type=Path, required=True, help="checkout of the old checker")
     parser.add_argument("--new", type=Path, default=REPO, help="checkout of the new checker (default: this one)")
     parser.add_argument("--python", default=sys.executable, help="interpreter with pyspark (default: this one)")
+    parser.add_argument("--save", type=Path, help="folder to keep each side's summaries in (old.jsonl, new.jsonl)")
+    parser.add_argument("--old-results", type=Path, help="old side's summaries from an earlier --save (not rerun)")
     args = parser.parse_args(argv)
     runs = run_dirs(args.dirs)
+    results = {}
+    if args.old_results:
+        results["old"] = {row["run"]: row for row in map(json.loads, args.old_results.read_text().splitlines())}
+        skipped = [run for run in runs if str(run) not in results["old"]]
+        runs = [run for run in runs if str(run) in results["old"]]
+        print(f"old: {len(runs)} runs from {args.old_results}; {len(skipped)} runs it lacks are not compared")
     if not runs:
         print("no run directory (history.jsonl + test.json) under the given paths", file=sys.stderr)
         return 2
     scratch = Path(tempfile.mkdtemp(prefix="diff-checkers-"))
     try:
-        results = {}
         for side, checkout in (("old", args.old), ("new", args.new)):
+            if side in results:
+                continue
             results[side] = check_all(checkout.resolve(), runs, scratch / side, args.python)
             seconds = sum(r["seconds"] for r in results[side].values())
             print(f"{side}: {checkout.resolve()}: {len(results[side])} of {len(runs)} runs checked, "
                   f"{seconds:.1f}s checking in all", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for side, rows in results.items():
+            (args.save / f"{side}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
     differing = 0
     for run in runs:
         old, new = results["old"].get(str(run)), results["new"].get(str(run))
