@@ -22,10 +22,11 @@ and after.
 The generator streams lines straight to disk (no history in memory): keys
 are consumed by one consumer each, in order, in batches; producers send
 single records or two-key transactions (whose commit markers leave offset
-gaps); two ops are always in flight at once. Planted, each on its own key
-(histories of at least ~30,000 events): lost-write, duplicate,
-aborted-read, nonmonotonic-poll, and a G1c cycle of two transactions that
-read each other's writes.
+gaps); two ops are always in flight at once. Planted, each on its own key:
+lost-write and duplicate (from a few thousand events on, so the small runs
+come out invalid), and from about 30,000 events on aborted-read,
+nonmonotonic-poll, and a G1c cycle of two transactions that read each
+other's writes.
 """
 
 from __future__ import annotations
