@@ -1,23 +1,32 @@
 """Benchmark of the full check (`check_dir`) on synthetic histories.
 
-Generates histories of N events (default 1 million, then 10 million) with a
-few planted anomalies, checks each with local Spark, and prints events per
-second, peak memory (driver RSS + Spark JVM RSS, sampled) and whether every
-planted anomaly was found. Goal (issue 5): >= 200,000 events/s at 10 million
-events, all planted anomalies found, flat memory as the history grows.
+Generates histories of N events (default 100,000, 1 million and 10 million)
+with a few planted anomalies, checks each with local Spark, and prints
+events per second, peak memory (driver RSS + Spark JVM RSS, sampled),
+whether every planted anomaly was found, Spark's floor on the same history
+(a parse, and a parse plus one shuffle) and the check's share of that
+floor. A summary table at the end has one line per size. Goals (issue 13,
+2 cores): >= 100,000 events/s at 10M, >= 40% of the floor at every size,
+peak memory flat from 1M to 10M.
 
-    .venv/bin/python benchmarks/bench_checkers.py --events 1000000
-    .venv/bin/python benchmarks/bench_checkers.py --events 1000000 --floor
+    .venv/bin/python benchmarks/bench_checkers.py
+    .venv/bin/python benchmarks/bench_checkers.py --events 100000 --events 1000000
+    .venv/bin/python benchmarks/bench_checkers.py --small
 
-With --floor it also times Spark alone on the same history (a parse, and a
-parse plus one shuffle): the ceiling no Spark check can pass on this machine.
+--small measures small runs instead: `gregor check` on a 5,000-event history
+as a new process (wall time, Spark start included; the Spark start alone is
+timed separately), the same check in a warm session, and 200 small checks
+in one session with the driver's JVM heap in use (after a full GC) before
+and after.
 
 The generator streams lines straight to disk (no history in memory): keys
 are consumed by one consumer each, in order, in batches; producers send
 single records or two-key transactions (whose commit markers leave offset
 gaps); two ops are always in flight at once. Planted, each on its own key:
-lost-write, duplicate, aborted-read, nonmonotonic-poll, and a G1c cycle of
-two transactions that read each other's writes.
+lost-write and duplicate (from a few thousand events on, so the small runs
+come out invalid), and from about 30,000 events on aborted-read,
+nonmonotonic-poll, and a G1c cycle of two transactions that read each
+other's writes.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ import json
 import os
 import random
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -199,12 +210,12 @@ class Generator:
         self.flush()
 
 
-def generate(directory: Path, events: int) -> dict:
+def generate(directory: Path, events: int, seed: int = 7) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "history.jsonl", "w", buffering=1 << 20) as out:
-        gen = Generator(out, events)
+        gen = Generator(out, events, seed)
         gen.run()
-    test = {"name": "bench-checkers", "system": "synthetic", "workload": "txn", "seed": 7,
+    test = {"name": "bench-checkers", "system": "synthetic", "workload": "txn", "seed": seed,
             "concurrency": PRODUCERS + CONSUMERS,
             "keys": {str(k): ["bench", k] for k in range(KEYS)},
             "client": {"acks": "all", "enable.idempotence": True, "isolation.level": "read_committed",
@@ -289,11 +300,11 @@ def found(results: dict, name: str, planted: dict) -> bool:
                for e in entry["examples"])
 
 
-def spark_floor(spark, history: Path, events: int) -> None:
-    """Prints what Spark alone costs on this machine for this history: a full
+def spark_floor(spark, history: Path, events: int) -> dict:
+    """Times what Spark alone costs on this machine for this history: a full
     parse, and a parse plus the one shuffle any per-process or per-key check
     needs. No check can be faster than these; they put the events/s above in
-    scale."""
+    scale. Returns label -> events/s."""
     from pyspark.sql import functions as F
 
     from checkers.load import EVENT_SCHEMA
@@ -302,16 +313,19 @@ def spark_floor(spark, history: Path, events: int) -> None:
         return (spark.read.text(str(history))
                 .select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*"))
 
-    steps = [("parse every line", lambda: parsed()),
+    steps = [("parse", lambda: parsed()),
              ("parse + one shuffle", lambda: parsed().repartition("process").sortWithinPartitions("process", "index"))]
+    rates = {}
     for label, frame in steps:
         started = time.monotonic()
         frame().write.format("noop").mode("overwrite").save()
         seconds = time.monotonic() - started
-        print(f"  Spark floor, {label:20}: {seconds:6.1f}s  events/s: {events / seconds:,.0f}", flush=True)
+        rates[label] = events / seconds
+        print(f"  Spark floor, {label:20}: {seconds:6.1f}s  events/s: {rates[label]:,.0f}", flush=True)
+    return rates
 
 
-def bench(events: int, keep: bool, spark, floor: bool = False) -> bool:
+def bench(events: int, keep: bool, spark, floor: bool = True) -> dict:
     from checkers.check import check_dir
 
     directory = Path(tempfile.mkdtemp(prefix=f"bench-checkers-{events}-", dir=os.environ.get("TMPDIR", "/tmp")))
@@ -326,8 +340,8 @@ def bench(events: int, keep: bool, spark, floor: bool = False) -> bool:
             results = check_dir(directory, spark, max_examples=50,
                                 progress=lambda m: print("  " + m, flush=True))
             seconds = time.monotonic() - started
-        print(f"events: {generated['events']:,}  check: {seconds:.1f}s  "
-              f"events/s: {generated['events'] / seconds:,.0f}")
+        rate = generated["events"] / seconds
+        print(f"events: {generated['events']:,}  check: {seconds:.1f}s  events/s: {rate:,.0f}")
         print(f"peak memory: {memory.peak_total / 1024:.0f} MiB total "
               f"(driver {memory.peak_driver / 1024:.0f} MiB, Spark JVM + workers {memory.peak_jvm / 1024:.0f} MiB)")
         all_found = True
@@ -338,9 +352,9 @@ def bench(events: int, keep: bool, spark, floor: bool = False) -> bool:
         others = {n: e["count"] for n, e in results["anomalies"].items()}
         print(f"  all anomalies reported (name: count): {others}")
         print(f"  verdict: {results['verdict']}; every planted anomaly found: {all_found}", flush=True)
-        if floor:
-            spark_floor(spark, directory / "history.jsonl", generated["events"])
-        return all_found
+        rates = spark_floor(spark, directory / "history.jsonl", generated["events"]) if floor else {}
+        return {"events": generated["events"], "seconds": seconds, "rate": rate, "found": all_found,
+                "peak_mib": memory.peak_total / 1024, "floor": rates.get("parse + one shuffle")}
     finally:
         if keep:
             print(f"kept {directory}")
@@ -348,22 +362,99 @@ def bench(events: int, keep: bool, spark, floor: bool = False) -> bool:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def summary(rows: list[dict]) -> None:
+    print("\nsummary (2 shared cores: figures are noisy)")
+    print(f"{'events':>12} {'check s':>8} {'events/s':>10} {'floor events/s':>15} {'of floor':>9} "
+          f"{'peak MiB':>9} planted")
+    for r in rows:
+        share = f"{r['rate'] / r['floor']:.0%}" if r["floor"] else "-"
+        floor = f"{r['floor']:,.0f}" if r["floor"] else "-"
+        print(f"{r['events']:>12,} {r['seconds']:>8.1f} {r['rate']:>10,.0f} {floor:>15} {share:>9} "
+              f"{r['peak_mib']:>9.0f} {'all found' if r['found'] else 'MISSED'}", flush=True)
+
+
+# -------------------------------------------------------------- small runs
+
+def heap_used_mib(spark) -> float:
+    """The driver JVM's heap in use after a full collection."""
+    runtime = spark._jvm.java.lang.Runtime.getRuntime()
+    spark._jvm.java.lang.System.gc()
+    time.sleep(0.2)
+    spark._jvm.java.lang.System.gc()
+    return (runtime.totalMemory() - runtime.freeMemory()) / 2**20
+
+
+def small(events: int, runs: int, driver_memory: str) -> bool:
+    """Cold `gregor check`, warm checks, and many checks in one session."""
+    from checkers.check import check_dir
+    from checkers.spark import get_spark
+
+    root = Path(tempfile.mkdtemp(prefix="bench-checkers-small-", dir=os.environ.get("TMPDIR", "/tmp")))
+    try:
+        first = root / "run-0"
+        made = generate(first, events)["events"]
+        gregor = Path(sys.executable).parent / "gregor"
+        started = time.monotonic()
+        done = subprocess.run([str(gregor), "check", str(first)], capture_output=True, text=True)
+        cold = time.monotonic() - started
+        print(f"gregor check, {made:,} events, new process: {cold:.1f}s wall (exit {done.returncode}; "
+              f"Spark start included)", flush=True)
+        started = time.monotonic()
+        spark = get_spark(None, {"spark.driver.memory": driver_memory})
+        spark.range(1).count()
+        print(f"Spark start alone (session + first job) in this process: {time.monotonic() - started:.1f}s",
+              flush=True)
+        warm = []
+        for _ in range(6):
+            started = time.monotonic()
+            check_dir(first, spark, progress=lambda _m: None)
+            warm.append(time.monotonic() - started)
+        print(f"warm session, same history: first {warm[0]:.2f}s, then median {statistics.median(warm[1:]):.2f}s "
+              f"(min {min(warm[1:]):.2f}s, max {max(warm[1:]):.2f}s)", flush=True)
+        before = heap_used_mib(spark)
+        print(f"{runs} small checks in one session, {made:,} events each (each its own history):")
+        print(f"  driver heap in use before: {before:.0f} MiB", flush=True)
+        times = []
+        for i in range(1, runs + 1):
+            directory = root / f"run-{i}"
+            generate(directory, events, seed=i)
+            started = time.monotonic()
+            check_dir(directory, spark, progress=lambda _m: None)
+            times.append(time.monotonic() - started)
+            shutil.rmtree(directory, ignore_errors=True)
+            if i % 50 == 0:
+                print(f"  after {i:3} checks: heap in use {heap_used_mib(spark):.0f} MiB, "
+                      f"median check {statistics.median(times[-50:]):.2f}s", flush=True)
+        after = heap_used_mib(spark)
+        print(f"  driver heap in use after:  {after:.0f} MiB ({after - before:+.0f} MiB); "
+              f"max heap {spark._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20:.0f} MiB", flush=True)
+        return True
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, action="append",
-                        help="history size (repeatable); default 1,000,000 then 10,000,000")
+                        help="history size (repeatable); default 100,000, 1,000,000 and 10,000,000")
     parser.add_argument("--keep", action="store_true", help="keep the generated run directories")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g, as gregor check)")
-    parser.add_argument("--floor", action="store_true",
-                        help="also time Spark alone on each history: a parse, and a parse plus one shuffle")
+    parser.add_argument("--no-floor", action="store_true", help="skip timing Spark alone on each history")
+    parser.add_argument("--small", action="store_true",
+                        help="small runs instead: cold gregor check, warm checks, many checks in one session")
+    parser.add_argument("--small-events", type=int, default=5000, help="events per small history (default 5000)")
+    parser.add_argument("--small-runs", type=int, default=200, help="checks in one session (default 200)")
     args = parser.parse_args(argv)
+    if args.small:
+        return 0 if small(args.small_events, args.small_runs, args.driver_memory) else 1
     from checkers.spark import get_spark
 
     spark = get_spark(None, {"spark.driver.memory": args.driver_memory})
-    ok = True
-    for events in args.events or [1_000_000, 10_000_000]:
-        ok &= bench(events, args.keep, spark, args.floor)
-    return 0 if ok else 1
+    rows = []
+    for events in args.events or [100_000, 1_000_000, 10_000_000]:
+        rows.append(bench(events, args.keep, spark, not args.no_floor))
+        summary(rows)
+    return 0 if all(r["found"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -1,1 +1,1 @@
-"""Checkers: PySpark jobs from a history to the anomalies of ANOMALIES.md."""
+"""Checkers: PySpark jobs from a history to the anomalies of docs/ANOMALIES.md."""

@@ -1,4 +1,4 @@
-"""Which anomalies the run's configuration permits (ANOMALIES.md "Allowed or bad").
+"""Which anomalies the run's configuration permits (docs/ANOMALIES.md, "Permitted or bad").
 
 Permission is by configuration, so it is decided once per anomaly name from
 test.json and applies to every instance of that name.
@@ -69,7 +69,7 @@ def config(test: dict) -> dict:
 
 
 def drain_complete(test: dict) -> bool:
-    """A missing `drain` counts as incomplete (HISTORY.md)."""
+    """A missing `drain` counts as incomplete (docs/HISTORY.md)."""
     drain = test.get("drain")
     return isinstance(drain, dict) and drain.get("complete") is True
 

@@ -1,77 +1,34 @@
 """`gregor check`: from a run directory to results.json.
 
-Loads the run, runs every finder module there is, counts each anomaly in
-Spark, keeps a few examples, decides allowed/bad and the verdict
-(ANOMALIES.md), adds stats, nemesis windows, partition pictures and the Elle
-section (RESULTS.md), and writes DIR/results.json atomically.
+Loads the run (one parse, one table), runs the per-key pass and the few
+finders that span keys, counts each anomaly and keeps a few examples,
+decides allowed/bad and the verdict (docs/ANOMALIES.md), adds stats,
+nemesis windows, partition pictures and the Elle section (docs/RESULTS.md),
+and writes DIR/results.json atomically. A check is a handful of Spark jobs
+whatever the history's size; each finder that has nothing to look at (no
+transactions, no copier groups, no late reads, no cycle span) costs none.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from pyspark.sql import Window
 from pyspark.sql import functions as F
+from pyspark.sql import Window
 
 from checkers import allowed as permissions
-from checkers import nemesis_windows
-from checkers.anomaly import union_all
-from checkers.load import STORAGE, Tables, load
-from checkers.pictures import partitions
+from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
+from checkers.elle import elle_section
+from checkers.load import Tables, load
+from checkers.pictures import named_offsets, partitions
 from checkers.spark import get_spark
-
-# Finder modules, each exposing find(t) -> DataFrame of ANOMALY_SCHEMA.
-FINDERS = (
-    "checkers.partition",
-    "checkers.order",
-    "checkers.cycles",
-    "checkers.txn",
-    "checkers.eos",
-    "checkers.groups",
-    "checkers.liveness",
-)
+from checkers.stats import compute_stats
 
 EXAMPLE_FIELDS = ("key", "value", "values", "offset", "offsets", "ops", "cycle")
-
-
-def _optional(module_name: str):
-    """Imports a module that may not be built yet; a broken one still raises."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name:
-            return None
-        raise
-
-
-def run_finders(t: Tables, progress=print):
-    """Returns (anomalies DataFrame, notes) over every finder module present."""
-    frames, notes = [], []
-    for name in FINDERS:
-        module = _optional(name)
-        if module is None or not hasattr(module, "find"):
-            notes.append(f"{name} not available: its anomalies were not checked")
-            continue
-        started = time.monotonic()
-        frame = module.find(t).persist(STORAGE)
-        found = frame.count()
-        progress(f"  {name.split('.')[-1]}: {found} instance(s) in {time.monotonic() - started:.1f}s")
-        frames.append(frame)
-    return union_all(t.spark, frames), notes
-
-
-def _examples(anomalies, max_examples: int) -> dict[str, list[dict]]:
-    ranked = anomalies.withColumn("_n", F.row_number().over(
-        Window.partitionBy("name").orderBy(F.col("time").asc_nulls_last(), "key", "value", "offset")))
-    examples: dict[str, list[dict]] = {}
-    for row in ranked.where(F.col("_n") <= max(max_examples, 1)).orderBy("name", "_n").collect():
-        examples.setdefault(row["name"], []).append(row.asDict())
-    return examples
 
 
 def _example(row: dict, windows: list[dict]) -> dict:
@@ -82,19 +39,8 @@ def _example(row: dict, windows: list[dict]) -> dict:
     return example
 
 
-def _basic_stats(t: Tables) -> dict:
-    """Counts the contract requires even when checkers.stats is missing."""
-    row = (t.ops.where(F.col("process") != "nemesis")
-           .agg(F.count(F.lit(1)).alias("ops"),
-                F.sum(F.when(F.col("type") == "ok", 1).otherwise(0)).alias("ok"),
-                F.sum(F.when(F.col("type") == "info", 1).otherwise(0)).alias("info"),
-                F.sum(F.when(F.col("type") == "fail", 1).otherwise(0)).alias("fail"),
-                F.sum(F.col("cut_short").cast("int")).alias("cut_short")).collect()[0])
-    return {name: int(row[name] or 0) for name in ("ops", "ok", "info", "fail", "cut_short")}
-
-
 def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool) -> tuple[str, list[str]]:
-    """ANOMALIES.md: invalid if any bad anomaly; else unknown if cut short,
+    """docs/ANOMALIES.md: invalid if any bad anomaly; else unknown if cut short,
     drain incomplete or empty; else valid. Also returns the reasons."""
     bad = [name for name, entry in anomalies.items() if entry["count"] > 0 and not entry["allowed"]]
     if bad:
@@ -112,13 +58,80 @@ def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool)
     return ("unknown", reasons) if reasons else ("valid", [])
 
 
+def example_order(row: dict) -> tuple:
+    """The order examples are chosen in: earliest first (as passes.example_order)."""
+    def asc(value):  # ascending, nulls first
+        return (value is not None, value if value is not None else 0)
+    return ((row.get("time") is None, row.get("time") or 0), asc(row.get("key")), asc(row.get("value")),
+            asc(row.get("offset")), asc(row.get("offsets")), asc(row.get("values")), asc(row.get("ops")))
+
+
+def _frame_counts_and_examples(frame, max_examples: int) -> tuple[dict, dict, list]:
+    """Counts, first examples and the keys/offsets named, of an anomaly DataFrame (one job)."""
+    by_name = Window.partitionBy("name")
+    rows = (frame.select("*", F.row_number().over(by_name.orderBy(*passes.example_order())).alias("_n"),
+                         F.count(F.lit(1)).over(by_name).alias("_count"))
+            .where(F.col("_n") <= max(max_examples, 1)).collect())
+    counts = {row["name"]: row["_count"] for row in rows}
+    examples: dict = {}
+    for row in sorted(rows, key=lambda r: r["_n"]):
+        examples.setdefault(row["name"], []).append(row.asDict())
+    return counts, examples, rows
+
+
+def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, dict, dict]:
+    """(counts, examples, named) over every finder: named maps each key an
+    anomaly names to the lowest offset named on it (None: the key only)."""
+    started = time.monotonic()
+    counts, examples = passes.collect(t, max_examples)
+    main_named = passes.small(t).get(passes.NAMED_TAG, [])
+    progress(f"  per-key pass: {sum(counts.values())} instance(s) in {time.monotonic() - started:.1f}s")
+    named = {row["key"]: row["offset"] for row in main_named}
+    examples = {name: [row.asDict() for row in rows] for name, rows in examples.items()}
+    for label, finder in (("transactions", lambda: txn.torn_transactions(t) + txn.zombie_writes(t)),
+                          ("stuck-lso", lambda: liveness.stuck_reads(t)),
+                          ("cycles", lambda: cycles.cycle_rows(t))):
+        started = time.monotonic()
+        rows = [dict(zip(("name", "key", "value", "values", "offset", "offsets", "ops", "time", "cycle"), row))
+                for row in finder()]
+        _merge(counts, examples, named, rows, max_examples)
+        progress(f"  {label}: {len(rows)} instance(s) in {time.monotonic() - started:.1f}s")
+    started = time.monotonic()
+    frame = eos.find(t)
+    found = 0
+    if not frame.isEmpty():
+        eos_counts, eos_examples, eos_rows = _frame_counts_and_examples(frame, max_examples)
+        counts.update(eos_counts)
+        examples.update(eos_examples)
+        for key, low in named_offsets(eos_rows).items():
+            named[key] = _lower(named.get(key, "absent"), low)
+        found = sum(eos_counts.values())
+    progress(f"  eos: {found} instance(s) in {time.monotonic() - started:.1f}s")
+    return counts, examples, named
+
+
+def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_examples: int) -> None:
+    for row in rows:
+        counts[row["name"]] = counts.get(row["name"], 0) + 1
+        examples.setdefault(row["name"], []).append(row)
+    for name in {row["name"] for row in rows}:
+        examples[name] = sorted(examples[name], key=example_order)[:max(max_examples, 1)]
+    for key, low in named_offsets(rows).items():
+        named[key] = _lower(named.get(key, "absent"), low)
+
+
+def _lower(current, low):
+    if current == "absent":
+        return low
+    if current is None or low is None:
+        return current if low is None else low
+    return min(current, low)
+
+
 def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:
     """The whole results.json dict for loaded tables (writes nothing)."""
     started = time.monotonic()
-    anomalies_df, notes = run_finders(t, progress)
-    anomalies_df = anomalies_df.persist(STORAGE)
-    counts = {row["name"]: int(row["count"]) for row in anomalies_df.groupBy("name").count().collect()}
-    examples = _examples(anomalies_df, max_examples) if counts else {}
+    counts, examples, named = find_anomalies(t, max_examples, progress)
     windows = nemesis_windows.windows(nemesis_windows.nemesis_ops(t))
     anomalies = {}
     for name in sorted(counts):
@@ -128,34 +141,21 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
             "description": permissions.describe(name),
             "examples": [_example(row, windows) for row in examples.get(name, [])][:max_examples],
         }
-    stats = _basic_stats(t)
-    cut_short = stats.pop("cut_short") > 0
-    events = t.events.count()
-    stats["events"] = events
-    stats_module = _optional("checkers.stats")
-    if stats_module is not None:
-        stats.update(stats_module.compute_stats(t))
-    else:
-        notes.append("checkers.stats not available: only op counts in stats")
+    stats = compute_stats(t)
+    cut_short = t.metrics["cut_short"] > 0
     result = {"verdict": None, "anomalies": anomalies, "cut_short": cut_short}
     result["verdict"], result["verdict_reasons"] = verdict(
         anomalies, cut_short, permissions.drain_complete(t.test), stats["ops"] == 0)
     result["config"] = permissions.config(t.test)
     result["stats"] = stats
     result["nemesis"] = nemesis_windows.public(windows)
-    result["partitions"] = partitions(t, anomalies_df) if counts else {}
-    elle_module = _optional("checkers.elle")
-    if elle_module is not None and hasattr(elle_module, "elle_section"):
-        result["elle"] = elle_module.elle_section(t, t.directory, elle_jar)
-    else:
-        result["elle"] = {"available": False, "reason": "checkers.elle is not part of this build"}
+    result["partitions"] = partitions(t, named) if named else {}
+    result["elle"] = elle_section(t, t.directory, elle_jar)
     seconds = time.monotonic() - started
+    events = stats["events"]
     result["checker"] = {"engine": "spark", "seconds": round(seconds, 3),
                          "events_per_s": round(events / seconds, 1) if seconds > 0 else None,
                          "spark_master": t.spark.sparkContext.master}
-    if notes:
-        result["notes"] = notes
-    anomalies_df.unpersist()
     return result
 
 
@@ -177,32 +177,19 @@ def write_json_atomically(path: Path, data: dict) -> None:
 def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:
     """Checks a run directory and writes DIR/results.json; returns the results.
 
-    Bad input raises GregorError before anything is written.
+    Bad input raises GregorError before anything is written. Everything the
+    check kept in Spark is released before it returns, so a long-lived
+    session (the test suite, a service) stays flat.
     """
     directory = Path(path)
     spark = spark or get_spark()
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
-    kept_before = _persistent_rdds(spark)
+    started = time.monotonic()
     t = load(directory, spark)
+    progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")
     try:
         result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:
-        for frame in list(t.cache.values()) + [t.mops, t.ops, t.events]:
-            frame.unpersist()
-        _release_rdds_since(spark, kept_before)
+        t.release()
     write_json_atomically(directory / "results.json", result)
     return result
-
-
-def _persistent_rdds(spark) -> set[int]:
-    return set(spark.sparkContext._jsc.getPersistentRDDs().keys())
-
-
-def _release_rdds_since(spark, kept_before: set[int]) -> None:
-    """Frees the local checkpoints this check made (DataFrame.unpersist does
-    not release them), so a long-lived session checking many runs (the test
-    suite, a service) does not fill the driver's heap."""
-    persistent = spark.sparkContext._jsc.getPersistentRDDs()
-    for rdd_id in list(persistent.keys()):
-        if rdd_id not in kept_before:
-            persistent[rdd_id].unpersist(False)

@@ -19,7 +19,7 @@ EXTRA_COMMAND_MODULES = ("checkers.jepsen_import", "checkers.edn", "checkers.ell
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "check", help="check a run's history and write results.json",
-        description="Reads DIR/history.jsonl and DIR/test.json, finds every anomaly of ANOMALIES.md "
+        description="Reads DIR/history.jsonl and DIR/test.json, finds every anomaly of docs/ANOMALIES.md "
                     "on Spark and writes DIR/results.json.",
         epilog="Exit status: 0 valid, 1 invalid, 3 unknown (cut short, drain incomplete or empty), "
                "2 bad input.",

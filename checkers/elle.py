@@ -5,10 +5,15 @@ checker or Elle on the very history Gregor judged, and, when an elle-cli jar
 is configured, Gregor runs Elle itself and reports what it found next to the
 native findings. Nothing depends on the jar: without one the section says so.
 
-Both exports are written from Spark partitions: each op row becomes its
-invoke and completion lines on the executors, the lines are range-partitioned
-by index, renumbered densely, written as part files and concatenated in
-order. The driver only sees one count per partition.
+Both exports are written in real-time order: lines sorted by `time` (the
+field that orders events in real time; history lines are in the order the
+writer received them, so `time` can run backwards across processes by a few
+milliseconds), ties by index. Elle infers real-time order from the order of
+the lines, so an index order would show it precedences that never happened.
+Each op row becomes its invoke and completion lines on the executors, the
+lines are range-partitioned by (time, index), renumbered densely, written as
+part files and concatenated in order. The driver only sees one count per
+partition.
 
 Jepsen Kafka form (jepsen.tests.kafka), one op map per line:
   {:type :invoke, :f :send, :value [[:send 3 17]], :process 1, :time T, :index I}
@@ -50,6 +55,7 @@ from pyspark.sql import types as T
 
 from checkers import edn, facts
 from checkers.edn import Keyword
+from checkers.load import ops_with_mops
 from harness.errors import GregorError
 
 ELLE_MAX_EVENTS = int(os.environ.get("GREGOR_ELLE_MAX_EVENTS", "200000"))
@@ -64,7 +70,8 @@ _K = {name: Keyword(name) for name in (
     "type", "f", "value", "process", "time", "index", "error", "send", "poll",
     "append", "r", "txn", "nemesis", "info", "invoke")}
 
-LINE_SCHEMA = T.StructType([T.StructField("index", T.LongType()),
+LINE_SCHEMA = T.StructType([T.StructField("time", T.LongType()),
+                            T.StructField("index", T.LongType()),
                             T.StructField("text", T.StringType())])
 
 
@@ -111,19 +118,15 @@ def _jepsen_value(mops, completed: bool) -> list:
     return value
 
 
-def jepsen_lines(row) -> list[tuple[int, str]]:
+def jepsen_lines(row) -> list[tuple[int, int, str]]:
     """The Jepsen Kafka form of one op: its invoke and completion lines."""
     f = row["f"]
     if row["process"] == "nemesis":
         value = json.loads(row["value_json"]) if row["value_json"] else None
-        invoke = _head(row, "info", row["invoke_time"])
-        lines = [(row["invoke_index"], invoke)]
-        if not row["cut_short"]:
-            done = _head(row, "info", row["complete_time"])
-            if value is not None:
-                done[_K["value"]] = value
-            lines.append((row["op"], done))
-        return [(i, _line(m)) for i, m in lines]
+        done = _head(row, "info", row["complete_time"])
+        if value is not None:
+            done[_K["value"]] = value
+        return _pair_lines(row, _head(row, "info", row["invoke_time"]), done)
     if f not in JEPSEN_FS:
         return []
     invoke = _head(row, "invoke", row["invoke_time"])
@@ -140,12 +143,18 @@ def jepsen_lines(row) -> list[tuple[int, str]]:
                 invoke[_K["value"]].append([_K["poll"]])
     if row["error"]:
         done[_K["error"]] = row["error"]
-    if row["cut_short"]:
-        return [(row["invoke_index"], _line(invoke))]
-    return [(row["invoke_index"], _line(invoke)), (row["op"], _line(done))]
+    return _pair_lines(row, invoke, done)
 
 
-def list_append_lines(row) -> list[tuple[int, str]]:
+def _pair_lines(row, invoke: dict, done: dict) -> list[tuple[int, int, str]]:
+    """(time, index, text) of an op's invoke and, unless cut short, its completion."""
+    lines = [(row["invoke_time"], row["invoke_index"], _line(invoke))]
+    if not row["cut_short"]:
+        lines.append((row["complete_time"], row["op"], _line(done)))
+    return lines
+
+
+def list_append_lines(row) -> list[tuple[int, int, str]]:
     """The Elle list-append form of one op (see the module docstring)."""
     if row["process"] == "nemesis" or row["f"] not in LIST_APPEND_FS:
         return []
@@ -166,22 +175,20 @@ def list_append_lines(row) -> list[tuple[int, str]]:
     invoke = _head(row, "invoke", row["invoke_time"])
     invoke[_K["f"]] = _K["txn"]
     invoke[_K["value"]] = invoke_value
-    if row["cut_short"]:
-        return [(row["invoke_index"], _line(invoke))]
     done = _head(row, row["type"], row["complete_time"])
     done[_K["f"]] = _K["txn"]
     done[_K["value"]] = done_value
-    return [(row["invoke_index"], _line(invoke)), (row["op"], _line(done))]
+    return _pair_lines(row, invoke, done)
 
 
 # ------------------------------------------------------------ writing
 
 def _write_ordered(lines: DataFrame, path: Path, partitions: int) -> int:
-    """Writes (index, text) lines sorted by index with dense :index values.
+    """Writes (time, index, text) lines sorted by time, then index, with dense :index values.
 
     Returns the number of lines. Only per-partition counts reach the driver.
     """
-    ordered = lines.repartitionByRange(partitions, "index").sortWithinPartitions("index")
+    ordered = lines.repartitionByRange(partitions, "time", "index").sortWithinPartitions("time", "index")
     ordered_rdd = ordered.rdd.map(lambda r: r["text"]).cache()
     counts = ordered_rdd.mapPartitionsWithIndex(lambda i, it: [(i, sum(1 for _ in it))]).collect()
     starts, total = {}, 0
@@ -209,24 +216,31 @@ def _write_ordered(lines: DataFrame, path: Path, partitions: int) -> int:
     return total
 
 
-def _partitions(t) -> int:
-    return max(1, int(t.spark.conf.get("spark.sql.shuffle.partitions", "4")))
+def _partitions(spark) -> int:
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "4")))
 
 
 def _tables(source, spark=None):
     """Tables as given, or loaded from a run directory."""
-    if hasattr(source, "ops"):
+    if hasattr(source, "rows"):
         return source
     from checkers.load import load
     from checkers.spark import get_spark
     return load(Path(source), spark or get_spark())
 
 
+def _spark_and_dir(source, spark=None):
+    if hasattr(source, "rows"):
+        return source.spark, source.directory
+    from checkers.spark import get_spark
+    return spark or get_spark(), Path(source)
+
+
 def export_jepsen_edn(source, path, spark=None) -> int:
     """Writes the Jepsen Kafka EDN form of a run (Tables or directory); returns lines."""
-    t = _tables(source, spark)
-    lines = t.ops.rdd.flatMap(jepsen_lines)
-    return _write_ordered(t.spark.createDataFrame(lines, LINE_SCHEMA), Path(path), _partitions(t))
+    spark, directory = _spark_and_dir(source, spark)
+    lines = ops_with_mops(spark, directory).rdd.flatMap(jepsen_lines)
+    return _write_ordered(spark.createDataFrame(lines, LINE_SCHEMA), Path(path), _partitions(spark))
 
 
 def _prefix_reads(t) -> DataFrame:
@@ -246,10 +260,15 @@ def _prefix_reads(t) -> DataFrame:
 def export_list_append(source, path, spark=None) -> int:
     """Writes the Elle list-append form of a run (Tables or directory); returns lines."""
     t = _tables(source, spark)
-    ops = (t.ops.where(F.col("f").isin(*LIST_APPEND_FS) & (F.col("process") != "nemesis"))
-           .join(_prefix_reads(t), "op", "left"))
-    lines = ops.rdd.flatMap(list_append_lines)
-    return _write_ordered(t.spark.createDataFrame(lines, LINE_SCHEMA), Path(path), _partitions(t))
+    try:
+        ops = (ops_with_mops(t.spark, t.directory)
+               .where(F.col("f").isin(*LIST_APPEND_FS) & (F.col("process") != "nemesis"))
+               .join(_prefix_reads(t), "op", "left"))
+        lines = ops.rdd.flatMap(list_append_lines)
+        return _write_ordered(t.spark.createDataFrame(lines, LINE_SCHEMA), Path(path), _partitions(t.spark))
+    finally:
+        if t is not source:
+            t.release()
 
 
 # ------------------------------------------------------------ running Elle
@@ -308,7 +327,7 @@ def elle_section(t, run_dir, elle_jar: str | None = None) -> dict:
         return unavailable(f"Elle jar {jar} does not exist")
     if shutil.which("java") is None:
         return unavailable("java is not on PATH, so the Elle jar cannot run")
-    events = t.events.count()
+    events = t.metrics["events"]
     if events > ELLE_MAX_EVENTS:
         return unavailable(f"history of {events} events is above the Elle export limit of "
                            f"{ELLE_MAX_EVENTS} (GREGOR_ELLE_MAX_EVENTS): the list-append "

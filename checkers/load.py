@@ -1,22 +1,31 @@
-"""From history.jsonl + test.json to the Tables every finder works on.
+"""From history.jsonl + test.json to the one table every finder reads.
 
-Everything stays in Spark: the history is numbered, parsed with an explicit
-schema, validated and paired without ever being collected to the driver.
-Only the first bad line (if any) comes back, to name it in a one-line error.
+The history is parsed once with an explicit schema, each completion is
+paired with its invoke (one shuffle by process), and every line becomes the
+rows the finders need, in a single pass: one `op` row per op, one row per
+micro-operation, marker rows for rebalances and consume-transform-produce
+inputs, and `problem` rows for lines that break the format. These rows are
+shuffled once by `route` (the key of a mop row, a per-process route for an
+op row) and kept as one persisted table, so that every later pass reads it
+instead of the history. Nothing of the history reaches the driver: counts
+come back as metrics of that same job, and only the first bad line, if any,
+is fetched to name it in a one-line error.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from functools import reduce
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from checkers.history import (ASSIGN, COMMIT, FAIL, INFO, INIT, INVOKE, MOP_FS, NEMESIS, OK, POLL, RESETS,
+                              SEND, SUBSCRIBE, TXN, TYPES)
 from harness.errors import GregorError
 
 CORRUPT = "_corrupt_record"
@@ -57,22 +66,73 @@ EVENT_SCHEMA = T.StructType([
     T.StructField(CORRUPT, T.StringType()),
 ])
 
-TYPES = ("invoke", "ok", "fail", "info")
-MOP_FS = ("send", "poll", "commit")
 STORAGE = StorageLevel.MEMORY_AND_DISK
+
+# Row kinds of the loaded table.
+SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW, OP_ROW, PROBLEM_ROW = range(7)
+MOP_KINDS = {SEND: SEND_ROW, POLL: POLL_ROW, COMMIT: COMMIT_ROW}
+KEY_KINDS = (SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW)
+
+# Routes: a key for rows of one key, these for the rest.
+NEMESIS_ROUTE = -1
+PROBLEM_ROUTE = -(1 << 62)
+
+
+def process_route(process: F.Column) -> F.Column:
+    """Route of a client process's op rows: negative, distinct from every key."""
+    return F.lit(-2) - process.cast("long")
+
+
+# A problem's rank orders the problems of one line: the line itself first,
+# then its mops (check by check), then unknown keys; pairing problems last.
+PAIR_RANK = 100
+UNKNOWN_IN_MOPS, UNKNOWN_IN_KEYS, UNKNOWN_IN_REBALANCE = 6, 7, 8
+
+# One key pass task per this many bytes of history (at least one per core).
+BYTES_PER_PARTITION = 64 << 20
 
 
 @dataclass
 class Tables:
-    """The loaded run: see docs/CHECKERS.md for every column."""
+    """The loaded run (docs/CHECKERS.md): the persisted `rows` table and what
+    the load learned on the way (`metrics`)."""
 
     spark: SparkSession
     test: dict
-    events: DataFrame
-    ops: DataFrame
-    mops: DataFrame
+    rows: DataFrame
+    metrics: dict
     directory: Path | None = None
     cache: dict = field(default_factory=dict)
+
+    @property
+    def ops(self) -> DataFrame:
+        """One row per op (completion paired with its invoke; an invoke cut short is `info`)."""
+        return self.rows.where(F.col("kind") == OP_ROW).select(*OP_COLUMNS)
+
+    @property
+    def mops(self) -> DataFrame:
+        """One row per micro-operation of an op (its completion's, or its invoke's if cut short)."""
+        return self.rows.where(F.col("kind").isin(SEND_ROW, POLL_ROW, COMMIT_ROW)).select(*MOP_COLUMNS)
+
+    def keyed(self, *columns: str) -> DataFrame:
+        """The rows of keys (mops and markers), `route` being the key."""
+        return self.rows.where(F.col("kind").isin(*KEY_KINDS)).select(*columns)
+
+    def release(self) -> None:
+        """Frees everything this run keeps in Spark (the table and every cached result)."""
+        for value in list(self.cache.values()):
+            if isinstance(value, DataFrame):
+                value.unpersist()
+        self.cache.clear()
+        self.rows.unpersist()
+
+
+OP_COLUMNS = ("op", "invoke_index", "process", "f", "type", "invoke_time", "complete_time", "error", "txn_id",
+              "producer_id", "epoch", "commit_time", "group", "auto", "keys", "rebalance", "value_json",
+              "cut_short", "n_sends", "n_send_keys", "reads", "seg", "own_epoch", "own_producer_id")
+MOP_COLUMNS = ("op", "mop_index", "mf", "key", "value", "offset", "poll", "from_key", "from_value", "process",
+               "f", "type", "invoke_index", "invoke_time", "complete_time", "txn_id", "epoch", "producer_id",
+               "commit_time", "group")
 
 
 def read_test(directory: Path) -> dict:
@@ -101,29 +161,48 @@ def known_keys(test: dict) -> list[int]:
     return sorted(int(key) for key in test["keys"])
 
 
+def history_path(source) -> Path:
+    """history.jsonl of a run directory (or the path itself), which must exist."""
+    path = Path(source)
+    history = path / "history.jsonl" if path.is_dir() else path
+    if not history.is_file():
+        raise GregorError(f"{history} not found: `gregor check` needs a run directory holding history.jsonl")
+    return history
+
+
 def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
     """Loads a run directory (or a history.jsonl path) into validated Tables.
 
     Raises GregorError naming the first bad line; nothing is written.
     """
-    path = Path(source)
-    history = path / "history.jsonl" if path.is_dir() else path
+    history = history_path(source)
     directory = history.parent
-    if not history.is_file():
-        raise GregorError(f"{history} not found: `gregor check` needs a run directory holding history.jsonl")
     if test is None:
         test = read_test(directory)
     keys = known_keys(test)
-    events = _numbered_events(spark, history)
-    # Checkpoints, not persist: they cut the lineage, so later plans stay small.
-    paired = _pair(events).localCheckpoint(eager=True)
-    _validate(paired, keys, history)
-    ops = _ops(paired).localCheckpoint(eager=True)
-    mops = _mops(ops, paired).localCheckpoint(eager=True)
-    return Tables(spark=spark, test=test, events=paired, ops=ops, mops=mops, directory=directory)
+    observation = Observation()
+    rows = _rows(paired_events(numbered_events(spark, history)), keys)
+    rows = rows.observe(observation, *_metric_columns())
+    rows = rows.where(F.col("kind").isNotNull()).drop("_pos", "_mpos", "_tight")
+    table = rows.repartition(_partitions(spark, history), "route").persist(STORAGE)
+    try:
+        table.count()
+        metrics = {name: int(value or 0) for name, value in observation.get.items()}
+        if metrics["problems"]:
+            raise _first_problem(table, history)
+    except BaseException:
+        table.unpersist()
+        raise
+    return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory)
 
 
-def _numbered_events(spark: SparkSession, history: Path) -> DataFrame:
+def _partitions(spark: SparkSession, history: Path) -> int:
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    wanted = max(1, math.ceil(history.stat().st_size / BYTES_PER_PARTITION))
+    return cores * math.ceil(wanted / cores)
+
+
+def numbered_events(spark: SparkSession, history: Path) -> DataFrame:
     """Parses each line, keeping its 1-based line number (`line`) and whether it is blank.
 
     Line numbers come from monotonically_increasing_id (partition id in the
@@ -151,122 +230,218 @@ def _numbered_events(spark: SparkSession, history: Path) -> DataFrame:
             .select("line", "blank", "e.*"))
 
 
-def _pair(events: DataFrame) -> DataFrame:
-    """Adds, per process in index order, the previous and next event's facts.
+def paired_events(events: DataFrame) -> DataFrame:
+    """Adds, per process in index order, the previous and next event's facts,
+    and the running facts of the process before each event.
 
     One process never has two ops in flight, so a completion's invoke is the
-    event of the same process just before it.
+    event of the same process just before it. `seg` counts the process's
+    assign/subscribe ops so far (each resets positions and send order);
+    `own_init` is its latest `ok` init (the instance its transactions belong
+    to when they carry no epoch). Both windows share one sort.
     """
-    w = Window.partitionBy("process").orderBy("index")
-    return (events
-            .withColumn("prev_type", F.lag("type").over(w))
-            .withColumn("prev_index", F.lag("index").over(w))
-            .withColumn("prev_time", F.lag("time").over(w))
-            .withColumn("prev_f", F.lag("f").over(w))
-            .withColumn("prev_txn_id", F.lag("txn_id").over(w))
-            .withColumn("prev_group", F.lag("group").over(w))
-            .withColumn("prev_keys", F.lag("keys").over(w))
-            .withColumn("next_type", F.lead("type").over(w))
-            .withColumn("next_line", F.lead("line").over(w)))
+    w = "over (partition by process order by index)"
+    before = "over (partition by process order by index rows between unbounded preceding and 1 preceding)"
+    paired = events.selectExpr(
+        "*",
+        *[f"lag({c}) {w} as prev_{c}" for c in ("type", "index", "time", "f", "txn_id", "group", "keys")],
+        f"lag(type, 2) {w} as prev2_type", f"lag(time, 2) {w} as prev2_time",
+        f"lead(type) {w} as next_type", f"lead(line) {w} as next_line")
+    completion = f"type != '{INVOKE}'"
+    resets = ", ".join(f"'{f}'" for f in RESETS)
+    init = (f"{completion} and type = '{OK}' and f = '{INIT}' and epoch is not null"
+            " and coalesce(txn_id, prev_txn_id) is not null")
+    return paired.selectExpr(
+        "*",
+        f"coalesce(sum(case when {completion} and f in ({resets}) then 1 else 0 end) {before}, 0) as seg",
+        f"last(case when {init} then named_struct('epoch', epoch, 'producer_id', producer_id) end, true) {before}"
+        " as own_init")
 
 
-def _first(conditions) -> F.Column:
-    """The message of the first condition that holds, else null."""
-    expr = None
-    for condition, message in conditions:
-        expr = F.when(condition, message) if expr is None else expr.when(condition, message)
-    return expr.otherwise(F.lit(None))
+def _sql(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _row_problem(keys: list[int], detailed: bool = True) -> F.Column:
-    """What is wrong with a line itself; with ``detailed`` false, a cheap
-    stand-in that is non-null on exactly the same rows."""
-    known = F.array(*[F.lit(k).cast("long") for k in keys])
-    mops = F.coalesce(F.col("mops"), F.array().cast(T.ArrayType(MOP_SCHEMA)))
+def _first(conditions, otherwise: str = "null") -> str:
+    """SQL: the value of the first condition that holds."""
+    return "case " + " ".join(f"when {c} then {v}" for c, v in conditions) + f" else {otherwise} end"
 
-    def any_mop(pred):
-        return F.exists(mops, pred)
 
-    def unknown(k):
-        return k.isNotNull() & ~F.array_contains(known, k)
+LINE_PROBLEM = _first([
+    ("blank", _sql("empty line (history.jsonl holds one JSON event per line)")),
+    (f"{CORRUPT} is not null", "'CORRUPT'"),
+    ("index is null", _sql('missing "index"')),
+    ("index != line - 1", "format_string(" + _sql("index %d where %d was expected (indices run 0, 1, 2, ... one per line)")
+     + ", index, line - 1)"),
+    ("time is null", _sql('missing "time" (nanoseconds)')),
+    ("process is null", _sql('missing "process"')),
+    (f"not (process rlike '^-?[0-9]+$' or process = '{NEMESIS}')", _sql('"process" must be an integer or "nemesis"')),
+    ("type is null or type not in (" + ", ".join(f"'{t}'" for t in TYPES) + ")",
+     _sql('"type" must be one of invoke, ok, fail, info')),
+    ("f is null", _sql('missing "f"')),
+])
+PAIR_PROBLEM = _first([
+    (f"type != '{INVOKE}' and (prev_type is null or prev_type != '{INVOKE}')",
+     "format_string(" + _sql("a %s completion of process %s with no invoke before it") + ", type, process)"),
+    (f"type != '{INVOKE}' and prev_f != f",
+     "format_string(" + _sql("completion f %s does not match its invoke's f %s") + ", f, prev_f)"),
+    (f"type = '{INVOKE}' and next_type = '{INVOKE}'",
+     "format_string(" + _sql("process %s invokes again at line %d before this op completed") + ", process, next_line)"),
+])
+# Checks of one mop `m`, in the order their messages are preferred.
+MOP_CHECKS = (
+    ("m.f is null or m.f not in ('send', 'poll', 'commit')", 'a mop whose "f" is not send, poll or commit'),
+    ("m.f = 'send' and (m.key is null or m.value is null)", 'a send mop without "key" or "value"'),
+    ("m.f = 'poll' and m.key is not null and (m.value is null or m.offset is null)",
+     'a poll mop with a "key" but no "offset" or "value"'),
+    ("m.f = 'commit' and (m.key is null or m.offset is null)", 'a commit mop without "key" or "offset"'),
+    ("m.from is not null and size(m.from) != 2", 'a "from" that is not [key, value]'),
+)
 
-    rebalance_keys = F.flatten(F.transform(F.coalesce(F.col("rebalance"), F.array().cast(T.ArrayType(REBALANCE_SCHEMA))),
-                                           lambda r: F.coalesce(r["keys"], F.array().cast("array<long>"))))
-    first_unknown = F.coalesce(
-        F.try_element_at(F.filter(F.transform(mops, lambda m: m["key"]), unknown), F.lit(1)),
-        F.try_element_at(F.filter(F.coalesce(F.col("keys"), F.array().cast("array<long>")), unknown), F.lit(1)),
-        F.try_element_at(F.filter(rebalance_keys, unknown), F.lit(1)),
+
+def _unknown_key_message(key: str) -> str:
+    return f"concat('key ', cast({key} as string), ' is not in test.json \"keys\"')"
+
+
+def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
+    """Every line as its rows: the op (element 0 of `_pos`), its mops (1..n),
+    then markers behind the element they belong to (`_mpos` 1..).
+
+    Written as SQL text: one call builds each step, and each step names its
+    columns so no big expression is copied into the next one.
+    """
+    mops = "coalesce(mops, cast(array() as array<struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,from:array<bigint>>>))"
+    cut = f"(type = '{INVOKE}' and next_type is null)"
+    n_sends = f"size({mops}.f) - size(array_remove({mops}.f, 'send'))"
+    staged = paired.selectExpr(
+        "*",
+        f"(type != '{INVOKE}' or {cut}) as _real",
+        f"{cut} as _cut",
+        f"{n_sends} as n_sends",
+        f"case when f = '{TXN}' then size(array_distinct(transform(filter({mops}, m -> m.f = 'send'), m -> m.key)))"
+        f" else least({n_sends}, 1) end as n_send_keys",
+        f"case when type = '{OK}' and array_contains({mops}.f, 'poll')"
+        f" then exists({mops}, m -> m.f = 'poll' and m.key is not null) else false end as reads",
+        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys",
+        f"posexplode(concat(array(cast(null as struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,"
+        f"from:array<bigint>>)), {mops})) as (_pos, m)")
+    kept = "_pos > 0 and _real and m.f in ('send', 'poll', 'commit') and not (m.f = 'poll' and m.key is null)"
+    rows = staged.selectExpr(
+        "*", f"{kept} as _kept",
+        "posexplode(case when _pos = 0 and _real and rebalance is not null"
+        " then concat(array(cast(null as bigint)), _rebalance_keys)"
+        f" when {kept} and m.f = 'send' and size(m.from) = 2 then array(cast(null as bigint), m.from[0])"
+        " else array(cast(null as bigint)) end) as (_mpos, marker_key)")
+    known = "array(" + ", ".join(f"cast({k} as bigint)" for k in keys) + ")"
+    in_known = ", ".join(str(k) for k in keys)
+    op_elem, mop_elem = "(_pos = 0 and _mpos = 0)", "(_pos > 0 and _mpos = 0)"
+    mop_rank = _first([(check, str(rank)) for rank, (check, _) in enumerate(MOP_CHECKS, start=1)]
+                      + [(f"m.key is not null and m.key not in ({in_known})", str(UNKNOWN_IN_MOPS))])
+    checked = rows.selectExpr(
+        "*",
+        f"{op_elem} as _op_elem",
+        f"case when {op_elem} then {LINE_PROBLEM} end as _line_problem",
+        f"case when {op_elem} then {PAIR_PROBLEM} end as _pair_problem",
+        f"case when {op_elem} and keys is not null then try_element_at(array_except(keys, {known}), 1) end"
+        " as _unknown_key",
+        f"case when {op_elem} and rebalance is not null then try_element_at(array_except(_rebalance_keys, {known}), 1)"
+        " end as _unknown_rebalanced",
+        f"case when {mop_elem} then {mop_rank} end as _mop_rank")
+    ranked = checked.selectExpr("*", _first([
+        ("_line_problem is not null", "0"), ("_unknown_key is not null", str(UNKNOWN_IN_KEYS)),
+        ("_unknown_rebalanced is not null", str(UNKNOWN_IN_REBALANCE)),
+        ("_pair_problem is not null", str(PAIR_RANK))], "_mop_rank") + " as _rank")
+    message = _first([("_rank = 0", "_line_problem"),
+                      (f"_rank = {UNKNOWN_IN_KEYS}", _unknown_key_message("_unknown_key")),
+                      (f"_rank = {UNKNOWN_IN_REBALANCE}", _unknown_key_message("_unknown_rebalanced")),
+                      (f"_rank = {PAIR_RANK}", "_pair_problem"),
+                      (f"_rank = {UNKNOWN_IN_MOPS}", _unknown_key_message("m.key"))]
+                     + [(f"_rank = {n}", _sql(text)) for n, (_, text) in enumerate(MOP_CHECKS, start=1)])
+    kind = _first([("_rank is not null", str(PROBLEM_ROW)), ("_op_elem and _real", str(OP_ROW)),
+                   ("_kept and _mpos = 0",
+                    f"case m.f when 'send' then {SEND_ROW} when 'poll' then {POLL_ROW} else {COMMIT_ROW} end"),
+                   ("_mpos > 0 and _pos = 0", str(REBALANCE_ROW)), ("_mpos > 0", str(FROM_ROW))])
+    rows = ranked.selectExpr("*", f"cast({kind} as int) as _kind",
+                             f"case when _rank is not null then {message} end as _message")
+    route = _first([(f"_kind = {PROBLEM_ROW}", str(PROBLEM_ROUTE)),
+                    (f"_kind = {OP_ROW}", f"case when process = '{NEMESIS}' then {NEMESIS_ROUTE}"
+                                          " else -2 - cast(process as bigint) end"),
+                    (f"_kind in ({REBALANCE_ROW}, {FROM_ROW})", "marker_key")], "m.key")
+    # Two ops of a process that touch within a nanosecond are the only way a
+    # process edge can fail to move forward in time (checkers/cycles.py).
+    tight = (f"case when _cut then prev_type != '{INVOKE}' and time - prev_time <= 1"
+             f" else prev2_type != '{INVOKE}' and prev_time - prev2_time <= 1 end")
+    return rows.selectExpr(
+        "_kind as kind",
+        f"cast({route} as bigint) as route",
+        "index as op",
+        "cast(_pos - 1 as int) as mop_index",
+        "m.f as mf",
+        f"case when _kind in ({REBALANCE_ROW}, {FROM_ROW}) then marker_key else m.key end as key",
+        "m.value as value", "m.offset as offset", "m.poll as poll",
+        "m.from[0] as from_key", "m.from[1] as from_value",
+        "process",
+        f"case when process = '{NEMESIS}' then -1 else cast(process as bigint) end as pid",
+        "f",
+        f"case when _cut then '{INFO}' else type end as type",
+        "case when _cut then index else prev_index end as invoke_index",
+        "case when _cut then time else prev_time end as invoke_time",
+        "case when _cut then cast(null as bigint) else time end as complete_time",
+        "error",
+        "coalesce(txn_id, prev_txn_id) as txn_id",
+        "producer_id", "epoch", "commit_time",
+        "coalesce(`group`, prev_group) as `group`",
+        "coalesce(auto, false) as auto",
+        "coalesce(keys, prev_keys) as keys",
+        "rebalance",
+        f"case when process = '{NEMESIS}' then value end as value_json",
+        "_cut as cut_short",
+        "n_sends", "n_send_keys", "reads", "seg",
+        "own_init.epoch as own_epoch",
+        "own_init.producer_id as own_producer_id",
+        "line",
+        f"case when _kind = {PROBLEM_ROW} then _rank end as problem_rank",
+        f"case when _kind = {PROBLEM_ROW} then _message end as problem",
+        f"case when _kind = {PROBLEM_ROW} then {CORRUPT} end as text",
+        f"case when _kind = {OP_ROW} then {tight} end as _tight",
+        "_pos", "_mpos",
     )
-    mop_checks = [
-        (lambda m: m["f"].isNull() | ~m["f"].isin(*MOP_FS),
-         F.lit("a mop whose \"f\" is not send, poll or commit")),
-        (lambda m: (m["f"] == "send") & (m["key"].isNull() | m["value"].isNull()),
-         F.lit("a send mop without \"key\" or \"value\"")),
-        (lambda m: (m["f"] == "poll") & m["key"].isNotNull() & (m["value"].isNull() | m["offset"].isNull()),
-         F.lit("a poll mop with a \"key\" but no \"offset\" or \"value\"")),
-        (lambda m: (m["f"] == "commit") & (m["key"].isNull() | m["offset"].isNull()),
-         F.lit("a commit mop without \"key\" or \"offset\"")),
-        (lambda m: m["from"].isNotNull() & (F.size(m["from"]) != 2),
-         F.lit("a \"from\" that is not [key, value]")),
-    ]
-    # Array functions run interpreted, one pass each: a single pass over the
-    # mops (and the rarely present keys/rebalance) finds the few suspect rows,
-    # and only those are asked which problem comes first.
-    suspect = (any_mop(lambda m: reduce(lambda a, b: a | b, [check(m) for check, _ in mop_checks] + [unknown(m["key"])]))
-               | (F.col("keys").isNotNull() & F.exists(F.col("keys"), unknown))
-               | (F.col("rebalance").isNotNull() & F.exists(rebalance_keys, unknown)))
-    # first_unknown appears once: Spark hoists a repeated subexpression and would run it on every row.
-    detail = _first([(any_mop(check), message) for check, message in mop_checks] + [
-        (F.lit(True), F.concat(F.lit("key "), first_unknown.cast("string"), F.lit(" is not in test.json \"keys\"")))])
-    return _first([
-        (F.col("blank"), F.lit("empty line (history.jsonl holds one JSON event per line)")),
-        (F.col(CORRUPT).isNotNull(), F.lit("CORRUPT")),
-        (F.col("index").isNull(), F.lit("missing \"index\"")),
-        (F.col("index") != F.col("line") - 1,
-         F.format_string("index %d where %d was expected (indices run 0, 1, 2, ... one per line)",
-                         F.col("index"), F.col("line") - 1)),
-        (F.col("time").isNull(), F.lit("missing \"time\" (nanoseconds)")),
-        (F.col("process").isNull(), F.lit("missing \"process\"")),
-        (~(F.col("process").rlike("^-?[0-9]+$") | (F.col("process") == "nemesis")),
-         F.lit("\"process\" must be an integer or \"nemesis\"")),
-        (F.col("type").isNull() | ~F.col("type").isin(*TYPES),
-         F.lit("\"type\" must be one of invoke, ok, fail, info")),
-        (F.col("f").isNull(), F.lit("missing \"f\"")),
-        (suspect, detail if detailed else F.lit("suspect")),
-    ])
 
 
-def _pair_problem() -> F.Column:
-    completion = F.col("type") != "invoke"
-    return _first([
-        (completion & (F.col("prev_type").isNull() | (F.col("prev_type") != "invoke")),
-         F.format_string("a %s completion of process %s with no invoke before it", F.col("type"), F.col("process"))),
-        (completion & (F.col("prev_f") != F.col("f")),
-         F.format_string("completion f %s does not match its invoke's f %s", F.col("f"), F.col("prev_f"))),
-        ((F.col("type") == "invoke") & (F.col("next_type") == "invoke"),
-         F.format_string("process %s invokes again at line %d before this op completed",
-                         F.col("process"), F.col("next_line"))),
-    ])
+def _metric_columns() -> list[F.Column]:
+    """What the load counts on the way (Observation metrics, no job of their own)."""
+    client_op = f"kind = {OP_ROW} and process != '{NEMESIS}'"
+    counts = {
+        "events": "_pos = 0 and _mpos = 0",
+        "problems": f"kind = {PROBLEM_ROW}",
+        "ops": client_op,
+        "ok": f"{client_op} and type = '{OK}'",
+        "info": f"{client_op} and type = '{INFO}'",
+        "fail": f"{client_op} and type = '{FAIL}'",
+        "cut_short": f"{client_op} and cut_short",
+        "info_txn_sends": f"kind = {SEND_ROW} and type = '{INFO}' and f = '{TXN}'",
+        "ok_inits": f"kind = {OP_ROW} and f = '{INIT}' and type = '{OK}' and epoch is not null and txn_id is not null",
+        "derived_sends": f"kind = {SEND_ROW} and from_key is not null",
+        "ok_commits": f"kind = {COMMIT_ROW} and type = '{OK}' and `group` is not null",
+        "rebalance_markers": f"kind = {REBALANCE_ROW}",
+        "resets": f"kind = {OP_ROW} and f in ('{ASSIGN}', '{SUBSCRIBE}')",
+        "tight": "_tight",
+    }
+    return ([F.expr(f"sum(case when {condition} then 1 else 0 end)").alias(name) for name, condition in counts.items()]
+            + [F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
+               F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time")])
 
 
-def _validate(paired: DataFrame, keys: list[int], history: Path) -> None:
-    pair_problem = _pair_problem()
-    # Array functions in a CASE run slowly on every row: the cheap stand-in
-    # picks the (usually no) bad lines first, and only they get their message.
-    suspects = paired.where(_row_problem(keys, detailed=False).isNotNull() | pair_problem.isNotNull())
-    suspects = suspects.localCheckpoint(eager=True)
-    row_problem = _row_problem(keys)
-    flagged = (suspects.select("line", F.col(CORRUPT).alias("text"), row_problem.alias("row_problem"), pair_problem.alias("pair_problem"))
-               .where(F.col("row_problem").isNotNull() | F.col("pair_problem").isNotNull()))
-    # Problems of a line itself come first: a broken line also breaks pairing after it.
-    first = (flagged.orderBy(F.col("row_problem").isNull(), "line").limit(1).collect())
-    if not first:
-        return
+def _first_problem(table: DataFrame, history: Path) -> GregorError:
+    """The error for the first bad line: problems of a line itself come
+    first (a broken line also breaks pairing after it), then pairing."""
+    problems = table.where(F.col("kind") == PROBLEM_ROW)
+    first = (problems.orderBy((F.col("problem_rank") >= PAIR_RANK), "line", "problem_rank", "mop_index")
+             .select("line", "problem", "text").limit(1).collect())
     row = first[0]
-    problem = row["row_problem"] or row["pair_problem"]
-    if problem == "CORRUPT":
-        problem = diagnose_line(row["text"])
-    raise GregorError(f"{history} line {row['line']}: {problem}")
+    problem = diagnose_line(row["text"]) if row["problem"] == "CORRUPT" else row["problem"]
+    return GregorError(f"{history} line {row['line']}: {problem}")
 
 
 def diagnose_line(text: str) -> str:
@@ -298,47 +473,22 @@ def diagnose_line(text: str) -> str:
     return "a field has the wrong type for a history event"
 
 
-def _ops(paired: DataFrame) -> DataFrame:
-    """One row per op: completions with their invoke, plus invokes cut short (as info)."""
-    is_invoke = F.col("type") == "invoke"
+def ops_with_mops(spark: SparkSession, source) -> DataFrame:
+    """One row per op with its raw `mops` array, for the exports (which write
+    whole ops, not rows). Parses the history again: exports are rare."""
+    paired = paired_events(numbered_events(spark, history_path(source)))
+    is_invoke = F.col("type") == INVOKE
     cut = is_invoke & F.col("next_type").isNull()
     return (paired.where(~is_invoke | cut)
             .select(
                 F.col("index").alias("op"),
                 F.when(cut, F.col("index")).otherwise(F.col("prev_index")).alias("invoke_index"),
                 "process", "f",
-                F.when(cut, F.lit("info")).otherwise(F.col("type")).alias("type"),
+                F.when(cut, F.lit(INFO)).otherwise(F.col("type")).alias("type"),
                 F.when(cut, F.col("time")).otherwise(F.col("prev_time")).alias("invoke_time"),
                 F.when(cut, F.lit(None).cast("long")).otherwise(F.col("time")).alias("complete_time"),
                 "error",
-                F.coalesce("txn_id", "prev_txn_id").alias("txn_id"),
-                "producer_id", "epoch", "commit_time",
-                F.coalesce("group", "prev_group").alias("group"),
-                F.coalesce("auto", F.lit(False)).alias("auto"),
                 F.coalesce("keys", "prev_keys").alias("keys"),
-                "rebalance",
-                F.when(F.col("process") == "nemesis", F.col("value")).alias("value_json"),
+                F.when(F.col("process") == NEMESIS, F.col("value")).alias("value_json"),
                 cut.alias("cut_short"),
-                "mops",
-            ))
-
-
-def _mops(ops: DataFrame, paired: DataFrame) -> DataFrame:
-    """One row per mop of an op's completion (its invoke's if cut short).
-
-    Poll mops without a key (the `{"f": "poll"}` placeholder of an invoke)
-    name no record and are left out.
-    """
-    exploded = ops.select(
-        "op", "invoke_index", "process", "f", "type", "invoke_time", "complete_time", "txn_id",
-        "epoch", "producer_id", "commit_time", "group",
-        F.posexplode("mops").alias("mop_index", "m"))
-    return (exploded
-            .where(~((F.col("m.f") == "poll") & F.col("m.key").isNull()))
-            .select(
-                "op", F.col("mop_index").cast("int").alias("mop_index"),
-                F.col("m.f").alias("mf"), F.col("m.key").alias("key"), F.col("m.value").alias("value"),
-                F.col("m.offset").alias("offset"), F.col("m.poll").alias("poll"),
-                F.col("m.from")[0].alias("from_key"), F.col("m.from")[1].alias("from_value"),
-                "process", "f", "type", "invoke_index", "invoke_time", "complete_time", "txn_id",
-                "epoch", "producer_id", "commit_time", "group"))
+                "mops"))

@@ -1,18 +1,20 @@
 """Fault windows from the nemesis ops, and which faults were active at a given time.
 
-Nemesis ops are a few per minute of run, so they are collected to the driver
+Nemesis ops are a few per minute of run, so they come back to the driver
 (a small residue, never the history). A window runs from the `info`
-completion of a fault's start op to that of its heal op (RESULTS.md).
+completion of a fault's start op to that of its heal op (docs/RESULTS.md).
+What a fault acts on is read from the fields docs/HISTORY.md fixes for
+every nemesis value: `nodes` (node names) and `clients` (history process
+ids). A history recorded before those fields existed names nodes only in
+its explicit legacy fields (isolated, healed, killed, started, paused,
+resumed, cleared), and only those are read then.
 """
 
 from __future__ import annotations
 
 import json
 
-from pyspark.sql import functions as F
-
-from checkers.load import Tables
-from harness.netfaults import NETEM_EMULATED
+from checkers.history import CLIENTS, LEGACY_NODE_FIELDS, NETEM_EMULATED, NODES
 
 # start f -> heal f
 HEALS = {
@@ -22,54 +24,77 @@ HEALS = {
     "start-netem": "stop-netem",
     "start-clock": "stop-clock",
     "bump-clock": "reset-clock",
+    "power-off": "power-on",
+    "start-lone-leader": "stop-lone-leader",
 }
 HEAL_FS = set(HEALS.values())
 
 
-def nemesis_ops(t: Tables) -> list[dict]:
-    rows = (t.ops.where(F.col("process") == "nemesis")
-            .select("op", "f", "type", "invoke_time", "complete_time", "value_json")
-            .orderBy("op").collect())
+def nemesis_ops(t) -> list[dict]:
+    """The run's nemesis ops in history order (collected with the main pass's small rows)."""
+    from checkers import passes
     result = []
-    for row in rows:
+    for row in sorted(passes.small(t).get(passes.NEMESIS_TAG, []), key=lambda r: r["a"]):
         try:
             value = json.loads(row["value_json"]) if row["value_json"] else None
         except ValueError:
             value = row["value_json"]
-        result.append({"op": row["op"], "f": row["f"], "value": value,
+        result.append({"op": row["a"], "f": row["f"], "value": value,
                        "time": row["complete_time"] if row["complete_time"] is not None else row["invoke_time"]})
     return result
 
 
-def _nodes(value) -> list[str]:
-    """Node names a nemesis value mentions (every string inside its lists)."""
-    found: list[str] = []
+def nodes_of(value) -> list[str]:
+    """Node names a nemesis value acts on: its `nodes`, else its legacy node fields."""
+    if not isinstance(value, dict):
+        return []
+    if NODES in value:
+        found = value[NODES] if isinstance(value[NODES], list) else []
+        return _unique(n for n in found if isinstance(n, str))
+    found = []
+    for name in LEGACY_NODE_FIELDS:
+        item = value.get(name)
+        if isinstance(item, list):
+            for entry in item:
+                found.extend(entry if isinstance(entry, list) else [entry])
+    return _unique(n for n in found if isinstance(n, str))
 
-    def walk(item):
-        if isinstance(item, str):
-            if item not in found:
-                found.append(item)
-        elif isinstance(item, list):
-            for sub in item:
-                walk(sub)
-        elif isinstance(item, dict):
-            for key, sub in item.items():
-                if key != "role" and isinstance(sub, (list, dict)):
-                    walk(sub)
-    walk(value)
-    return found
+
+def clients_of(value) -> list[int]:
+    """History process ids a nemesis value targets (`clients`: integers; a
+    history of the earlier harness lists {"process": id, ...} objects)."""
+    if not isinstance(value, dict) or not isinstance(value.get(CLIENTS), list):
+        return []
+    found = []
+    for entry in value[CLIENTS]:
+        if isinstance(entry, dict):
+            entry = entry.get("process")
+        if isinstance(entry, int) and not isinstance(entry, bool):
+            found.append(entry)
+    return _unique(found)
+
+
+def _unique(items) -> list:
+    out: list = []
+    for item in items:
+        if item not in out:
+            out.append(item)
+    return out
 
 
 def label(f: str, value) -> str:
-    """A short human label: "kill n2", "partition n1 | n2 n3"."""
+    """A short human label: "kill n2", "partition n1 | n2 n3", "pause client 7"."""
     base = f[len("start-"):] if f.startswith("start-") else f
+    parts = [base]
     if isinstance(value, dict) and isinstance(value.get("isolated"), list):
-        groups = [" ".join(str(n) for n in group) if isinstance(group, list) else str(group)
-                  for group in value["isolated"]]
-        text = f"{base} " + " | ".join(groups)
+        parts.append(" | ".join(" ".join(str(n) for n in group) if isinstance(group, list) else str(group)
+                                for group in value["isolated"]))
     else:
-        nodes = _nodes(value)
-        text = f"{base} {' '.join(nodes)}" if nodes else base
+        parts.extend(nodes_of(value))
+    clients = clients_of(value)
+    if clients:
+        parts.append(("clients " if len(clients) > 1 else "client ") + " ".join(str(c) for c in clients))
+    text = " ".join(parts)
     if isinstance(value, dict) and isinstance(value.get("role"), str):
         text += f" ({value['role']})"
     if isinstance(value, dict) and isinstance(value.get("netem"), str):
@@ -83,7 +108,7 @@ def label(f: str, value) -> str:
 
 def windows(ops: list[dict]) -> list[dict]:
     """One window per fault; a heal closes every open fault of its kind that
-    shares a node with it (all of its kind when either names no node)."""
+    shares a node or a client with it (all of its kind when either names none)."""
     result: list[dict] = []
     open_windows: list[dict] = []
     for op in ops:
@@ -98,14 +123,18 @@ def windows(ops: list[dict]) -> list[dict]:
             else:  # a one-off action we know no heal for: a point in time
                 window["stop_s"], window["stop_index"], window["_stop"] = window["start_s"], op["op"], op["time"]
             continue
-        healed_nodes = set(_nodes(op["value"]))
+        healed = _targets(op["value"])
         for window in [w for w in open_windows if HEALS[w["f"]] == f]:
-            nodes = set(_nodes(window["value"]))
-            if healed_nodes and nodes and not (healed_nodes & nodes):
+            targets = _targets(window["value"])
+            if healed and targets and not (healed & targets):
                 continue
             window["stop_s"], window["stop_index"], window["_stop"] = _s(op["time"]), op["op"], op["time"]
             open_windows.remove(window)
     return result
+
+
+def _targets(value) -> set:
+    return {("node", n) for n in nodes_of(value)} | {("client", c) for c in clients_of(value)}
 
 
 def active(windows_: list[dict], time_ns) -> list[str]:

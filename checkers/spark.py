@@ -9,6 +9,7 @@ setting passes through ``--spark-conf key=value``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -24,9 +25,9 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "false",
     # Local mode: the driver is also the executor, so this heap holds the data.
     "spark.driver.memory": "2g",
-    # A check runs hundreds of small jobs; Spark's status store keeps 1,000
-    # of each (with their plans) by default, which fills a long-lived
-    # session's heap (the test suite checks a hundred runs in one session).
+    # Spark's status store keeps 1,000 jobs (with their plans) by default,
+    # which fills a long-lived session's heap (the test suite checks a
+    # hundred runs in one session).
     "spark.ui.retainedJobs": "50",
     "spark.ui.retainedStages": "50",
     "spark.ui.retainedTasks": "2000",
@@ -38,8 +39,11 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # Null on overflow or a bad index, as the checkers expect, not a failed job.
     "spark.sql.ansi.enabled": "false",
-    # Arrow is not needed: the driver only ever sees counts and examples.
-    "spark.sql.execution.arrow.pyspark.enabled": "false",
+    # The per-key pass runs in Python workers fed with Arrow batches: this
+    # interpreter (it has numpy and pyarrow), in batches big enough that the
+    # per-batch overhead does not count.
+    "spark.pyspark.python": sys.executable,
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     # Errors only on the terminal (checkers/log4j2.properties). The default
     # options, not the extra ones, so a user's spark.driver.extraJavaOptions
     # adds to this instead of replacing it.
@@ -70,6 +74,9 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None):
     if master.startswith("local"):
         # Avoids the loopback-hostname warning and any traffic off this host.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run this interpreter (it has numpy and pyarrow), unless
+    # the user names another one (PYSPARK_PYTHON or spark.pyspark.python).
+    os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))
     settings = dict(DEFAULT_CONF)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master)

@@ -1,4 +1,4 @@
-"""One plain sentence per anomaly name, for readers who never read ANOMALIES.md.
+"""One plain sentence per anomaly name, for readers who never read docs/ANOMALIES.md.
 
 The sentences say what went wrong in the reader's terms (a record, a
 consumer, a transaction), not in the checker's terms (indices, edges).

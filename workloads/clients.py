@@ -288,7 +288,7 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
 
 def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
     """A completion's mops: what the op did, then every send of its invoke it
-    never got to (HISTORY.md: a completion repeats its invoke's sends, also
+    never got to (docs/HISTORY.md: a completion repeats its invoke's sends, also
     for `fail` and `info`; a fenced instance's unsent writes are exactly what
     a zombie-write check looks for)."""
     performed = {(m.get("key"), m.get("value")) for m in done if m.get("f") == "send"}

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 
 from checkers import cycles
+from checkers.arrays import covered, merge_intervals
 from checkers.load import load
 from txn_events import op, poll, send
 
@@ -252,14 +254,28 @@ def test_plain_op_with_several_sends_is_one_node_per_send(positive):
     assert "G0" not in of(positive, "multi_send")
 
 
-def test_spark_path_finds_what_the_driver_path_finds(spark, tmp_path, positive):
-    """Big runs build the graphs in Spark: forced here, it must report exactly the same cycles."""
-    big, _ = run(spark, tmp_path, POSITIVE, driver_limit=0)
-    assert sorted((r["name"], r["cycle"]) for r in big) == sorted((r["name"], r["cycle"]) for r in positive[0])
+def test_counts_match_a_plain_reading_of_the_definitions_on_random_histories(spark, tmp_path):
+    """Cover filter, compression, reduced realtime edges and trimming keep every
+    instance: the same counts as the whole graph searched naively (40 small
+    histories of random log orders, on keys and processes of their own)."""
+    import cycle_reference
+    events, clock = [], 0
+    for seed in range(40):
+        part, clock = cycle_reference.random_history(seed, key_base=3 * seed, process_base=1000 + 10 * seed,
+                                                     time_base=clock, ops=12)
+        events += part
+    run_dir = write(tmp_path, events)
+    test = json.loads((run_dir / "test.json").read_text())
+    (run_dir / "test.json").write_text(json.dumps(dict(test, keys={str(k): ["t", k] for k in range(120)})))
+    found = {}
+    for row in cycles.find(load(run_dir, spark)).collect():
+        found[row["name"]] = found.get(row["name"], 0) + 1
+    expected = cycle_reference.counts([dict(e, index=i) for i, e in enumerate(events)])
+    assert found == expected and len(expected) == 9
 
 
 def test_edge_cap_says_the_search_was_incomplete(spark, tmp_path):
-    rows, _ = run(spark, tmp_path, {"g0": g0(0, 0)}, edge_cap=1, driver_limit=0)
+    rows, _ = run(spark, tmp_path, {"g0": g0(0, 0)}, edge_cap=1)
     assert rows and all("not checked" in row["cycle"] and "above the cap of 1" in row["cycle"] for row in rows)
     bad_families = {"G1c", "G1c-process", "G1c-realtime"}
     for row in rows:
@@ -274,7 +290,7 @@ def test_cover_filter_empties_a_valid_graph_before_the_cap(spark, tmp_path):
     """Every edge of these valid scenarios moves forward in time: nothing is left to collect."""
     valid = {"g0": g0(0, 0, cycle=False), "g0_process": g0_process(10, 50, cycle=False),
              "g1c_realtime": g1c_realtime(11, 60, cycle=False), "g0_realtime": g0_realtime(12, 70, cycle=False)}
-    rows, _ = run(spark, tmp_path, valid, edge_cap=0, driver_limit=0)
+    rows, _ = run(spark, tmp_path, valid, edge_cap=0)
     assert rows == []
 
 
@@ -301,9 +317,8 @@ def g0_realtime_multi(k, p):
             + op(p + 1, "send", [send(k, 3, 0), send(k + 1, 4, 1)]))
 
 
-@pytest.mark.parametrize("driver_limit", [cycles.DRIVER_LIMIT, 0])
-def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spark, tmp_path, driver_limit):
-    rows, ops = run(spark, tmp_path, {"multi": g0_realtime_multi(20, 100)}, driver_limit=driver_limit)
+def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spark, tmp_path):
+    rows, ops = run(spark, tmp_path, {"multi": g0_realtime_multi(20, 100)})
     found = {row["name"]: row for row in rows}
     assert "G0-realtime" in found and "G0" not in found
     a, b = sorted(ops["multi"])
@@ -312,72 +327,66 @@ def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spar
                                              f"op {b} send 0 -ww(key 20)-> op {a} send 0 -realtime-> op {b} send 0")
 
 
-def _random_placed(seed, n_edges=400, n_nodes=60):
-    import random
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_merged_spans_cover_exactly_the_points_some_span_covers(seed):
     rng = random.Random(seed)
-    phi = {node: rng.randrange(0, 200) for node in range(n_nodes)}
-    phi[n_nodes - 1] = None  # a node without a potential is never covered
-    edges = {}
-    for _ in range(n_edges):
-        src, dst = rng.sample(range(n_nodes), 2)
-        if phi[src] is not None and phi[dst] is not None and phi[src] > phi[dst] + 5 and rng.random() < 0.97:
-            src, dst = dst, src  # mostly forward, as in a valid run: a few short spans
-        kind = rng.choice([cycles.WW, cycles.WR, cycles.PROC, cycles.RT])
-        edges[(src, dst, kind)] = (src, dst, kind, rng.randrange(3), phi[src], phi[dst])
-    return sorted(edges.values())
+    spans = [(a, a + rng.randrange(0, 30)) for a in (rng.randrange(0, 500) for _ in range(40))]
+    lo, hi = merge_intervals(np.array([a for a, _ in spans]), np.array([b for _, b in spans]))
+    assert all(b < a for b, a in zip(hi, lo[1:])), "merged intervals are sorted and disjoint"
+    points = np.arange(-5, 560)
+    assert list(covered(points, lo, hi)) == [any(a <= p <= b for a, b in spans) for p in points]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_cover_and_trim_shortcuts_keep_exactly_the_sweeps_edges(spark, monkeypatch, seed):
-    """The few-spans filter and the driver-side rounds are shortcuts of the sorted sweep: same edges."""
-    rows = _random_placed(seed)
-    schema = "src long, dst long, kind int, key long, src_phi long, dst_phi long"
-    frame = spark.createDataFrame(rows, schema)
-    swept = sorted(tuple(r) for r in cycles._swept(frame).select(*cycles.PLACED).collect())
-    on_driver, _ = cycles._cover(list(rows))
-    assert sorted(on_driver) == swept
-    monkeypatch.setattr(cycles, "FEW_INTERVALS", 10_000)
-    filtered, count = cycles._cover(frame)
-    assert sorted(tuple(r) for r in filtered.collect()) == swept and count == len(swept)
-    monkeypatch.setattr(cycles, "FEW_INTERVALS", 0)
-    monkeypatch.setattr(cycles, "DRIVER_SHRINK", -1)
-    in_spark, spark_count = cycles._shrink(frame, len(rows))
-    monkeypatch.setattr(cycles, "DRIVER_SHRINK", 10**9)
-    driver, driver_count = cycles._shrink(frame, len(rows))
-    assert sorted(cycles._rows(in_spark)) == sorted(driver) and spark_count == driver_count
+def test_trim_keeps_every_edge_of_a_cycle_and_no_source_or_sink(seed):
+    rng = random.Random(seed)
+    edges = sorted({(rng.randrange(30), rng.randrange(30), cycles.WW, 0) for _ in range(45)})
+    edges = [e for e in edges if e[0] != e[1]]
+    kept = cycles.trim(edges)
+    on_cycles = {(src, dst) for walk in cycles.search(edges, cycles.WW, cycles.WW)
+                 for (src, _, _), (dst, _, _) in zip(walk, walk[1:] + walk[:1])}
+    assert on_cycles <= {(e[0], e[1]) for e in kept}
+    assert {e[0] for e in kept} <= {e[1] for e in kept} and {e[1] for e in kept} <= {e[0] for e in kept}
 
 
 def _random_ops(seed: int, count: int = 120):
-    """Ops of a few processes with clashing times, some never completed, some `info`, some of two nodes."""
+    """Ops of a few processes with clashing times, some never completed, some `info`."""
     rng = random.Random(seed)
-    rows, clock = [], {}
+    info, clock = {}, {}
     for op in range(1, count + 1):
         process = str(rng.randrange(5))
         invoke = max(clock.get(process, 0), rng.randrange(0, 40)) + rng.randrange(0, 3)
         complete = None if rng.random() < 0.1 else invoke + rng.randrange(0, 6)
         outcome = "info" if complete is None or rng.random() < 0.1 else "ok"
         clock[process] = (complete if complete is not None else invoke) + 1
-        for sub in range(1 + (rng.random() < 0.3)):
-            rows.append((op * cycles.NODE_SHIFT + sub, op, process, outcome, invoke, complete))
-    return rows
+        info[op] = {"op": op, "process": process, "type": outcome, "invoke_time": invoke, "complete_time": complete}
+    return info
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_realtime_edges_in_spark_are_the_drivers(spark, seed):
-    """The one-sweep Spark reduction gives exactly the driver's edges, ties and open ops included."""
-    rows = _random_ops(seed)
-    nodes = spark.createDataFrame(rows, "node long, op long, process string, type string, invoke_time long, "
-                                        "complete_time long")
-    in_spark = sorted({tuple(r) for r in cycles._realtime_edges(nodes, cycles._ports(nodes))
-                       .select("src", "dst", "kind").collect()})
-    info = {op: {"op": op, "process": p, "type": kind, "invoke_time": i, "complete_time": c}
-            for _, op, p, kind, i, c in rows}
-    nodes_of: dict = {}
-    for node, op, *_ in rows:
-        nodes_of.setdefault(op, set()).add(node)
-    ports, _ = cycles._driver_ports(nodes_of)
-    on_driver = sorted({(a, b, kind) for a, b, kind, _ in cycles._driver_realtime_edges(info, ports)})
-    assert in_spark == on_driver and len(on_driver) > 50
+def test_realtime_edges_are_the_reduction_of_completed_before_invoked(seed):
+    """Same reachability as "A completed ok before B was invoked" (other
+    processes), and no edge that two others already imply."""
+    info = _random_ops(seed)
+    ports = {op: (op, op) for op in info}
+    edges = {(a, b) for a, b, _, _ in cycles.realtime_edges(info, ports)}
+
+    def before(a, b):
+        return (info[a]["type"] == "ok" and info[a]["complete_time"] < info[b]["invoke_time"])
+    relation = {(a, b) for a in info for b in info if before(a, b) and info[a]["process"] != info[b]["process"]}
+    assert edges <= relation and len(edges) > 50
+    # every pair of the relation is reached through reduced edges and ops of any process
+    chain = edges | {(a, b) for a in info for b in info if before(a, b) and info[a]["process"] == info[b]["process"]}
+    reach = {a: {b for x, b in chain if x == a} for a in info}
+    for a in info:
+        frontier, seen = list(reach[a]), set(reach[a])
+        while frontier:
+            for b in reach[frontier.pop()]:
+                if b not in seen:
+                    seen.add(b)
+                    frontier.append(b)
+        assert {b for x, b in relation if x == a} <= seen
+    assert not any(before(a, c) and before(c, b) for a, b in edges for c in info), "an implied edge was kept"
 
 
 def g0_realtime_after_info(k, p, outcome):
@@ -388,10 +397,9 @@ def g0_realtime_after_info(k, p, outcome):
     return first + op(p + 1, "send", [send(k, 2, 0)]) + op(p + 2, "poll", [poll(k, 0, 2), poll(k, 1, 1)])
 
 
-@pytest.mark.parametrize("driver_limit", [cycles.DRIVER_LIMIT, 0])
-def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path, driver_limit):
+def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path):
     """A timed-out send may still land after later ops (the demo's false G0-realtime); an `ok` one may not."""
-    rows, _ = run(spark, tmp_path / "info", {"info": g0_realtime_after_info(20, 100, "info")}, driver_limit=driver_limit)
+    rows, _ = run(spark, tmp_path / "info", {"info": g0_realtime_after_info(20, 100, "info")})
     assert rows == []
-    rows, _ = run(spark, tmp_path / "ok", {"ok": g0_realtime_after_info(20, 100, "ok")}, driver_limit=driver_limit)
+    rows, _ = run(spark, tmp_path / "ok", {"ok": g0_realtime_after_info(20, 100, "ok")})
     assert {row["name"] for row in rows} == {"G0-realtime"}

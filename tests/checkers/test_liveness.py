@@ -57,3 +57,35 @@ def test_no_stuck_lso_when_read_within_the_timeout(spark, tmp_path, write_run):
 def test_no_stuck_lso_under_read_uncommitted(spark, tmp_path, write_run, base_test):
     test = base_test(client={"isolation.level": "read_uncommitted"})
     assert found(spark, tmp_path, write_run, stuck_run(poll_every_s=2), test) == []
+
+
+def group_run(rebalanced: bool):
+    """A subscribed member assigned key 0 polls empty every 2 s and reads the
+    write (acked at 1 s) at 13 s. With `rebalanced`, the group revokes key 0
+    at 3 s and its rebalance is blocked (a member is paused) until 11 s: the
+    member keeps completing polls, but not of key 0."""
+    assigned = [{"type": "assigned", "keys": [0]}]
+    pairs = [(op(1, "subscribe", [], keys=[0], group="g"), 0, 100),
+             (op(1, "poll", [], group="g", rebalance=assigned), SECOND // 4, SECOND // 2),
+             (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND)]
+    for at in (3, 5, 7, 9, 11):
+        fields = {"group": "g"}
+        if rebalanced and at == 3:
+            fields["rebalance"] = [{"type": "revoked", "keys": [0]}]
+        if rebalanced and at == 11:
+            fields["rebalance"] = assigned
+        pairs.append((op(1, "poll", [], **fields), at * SECOND - 1000, at * SECOND))
+    pairs.append((op(1, "poll", [poll(0, 0, 1)], group="g"), 13 * SECOND, 13 * SECOND + 1000))
+    return sorted(timed(pairs), key=lambda e: e["time"])
+
+
+def test_stuck_lso_when_the_member_polls_its_assigned_key_throughout(spark, tmp_path, write_run, base_test):
+    events = group_run(rebalanced=False)
+    test = base_test(client={"subscribe": True})
+    assert [row[0] for row in found(spark, tmp_path, write_run, events, test)] == ["stuck-lso"]
+
+
+def test_no_stuck_lso_when_a_blocked_rebalance_took_the_key_away(spark, tmp_path, write_run, base_test):
+    """Revoked from key 0 and waiting on a paused member, it polls nothing of key 0."""
+    test = base_test(client={"subscribe": True})
+    assert found(spark, tmp_path, write_run, group_run(rebalanced=True), test) == []

@@ -9,7 +9,7 @@ import pytest
 from checker_histories import History, base_test, poll, send
 from checkers import allowed, nemesis_windows
 from checkers.check import check_dir, verdict
-from harness.netfaults import NETEM_EMULATED
+from checkers.history import NETEM_EMULATED
 
 
 @pytest.mark.parametrize("name, changes, why", [
@@ -84,6 +84,25 @@ def test_nemesis_windows_pair_faults_with_their_heals():
     assert nemesis_windows.active(windows, 170) == labels
     assert nemesis_windows.active(windows, 250) == ["partition n1 | n2 n3", "kill n3"]
     assert nemesis_windows.active(windows, 50) == []
+
+
+def test_windows_of_the_current_schema_close_by_nodes_and_clients():
+    """Values carry `nodes` and `clients` (docs/HISTORY.md); a power cut and a
+    lone leader are closed by their own heals, a client kill is an instant."""
+    ops = [{"op": 1, "f": "power-off", "value": {"nodes": ["n1", "n2"], "role": "minority"}, "time": 100},
+           {"op": 3, "f": "start-lone-leader", "value": {"nodes": ["n3"]}, "time": 110},
+           {"op": 5, "f": "pause", "value": {"nodes": [], "clients": [4, 7]}, "time": 120},
+           {"op": 7, "f": "kill-client", "value": {"nodes": [], "clients": [2]}, "time": 130},
+           {"op": 9, "f": "resume", "value": {"nodes": [], "clients": [4, 7]}, "time": 140},
+           {"op": 11, "f": "stop-lone-leader", "value": {"nodes": ["n3"]}, "time": 150},
+           {"op": 13, "f": "power-on", "value": {"nodes": ["n1", "n2"]}, "time": 160}]
+    windows = nemesis_windows.windows(ops)
+    assert [(w["label"], w["stop_index"]) for w in windows] == [
+        ("power-off n1 n2 (minority)", 13), ("lone-leader n3", 11), ("pause clients 4 7", 9),
+        ("kill-client client 2", 7)]
+    assert nemesis_windows.active(windows, 135) == ["power-off n1 n2 (minority)", "lone-leader n3",
+                                                    "pause clients 4 7"]
+    assert nemesis_windows.active(windows, 155) == ["power-off n1 n2 (minority)"]
 
 
 def test_netem_window_says_what_was_applied_and_whether_emulated():

@@ -192,7 +192,7 @@ def unread_acked_writes(history: list[dict]) -> set[tuple[int, int]]:
 def lost_below_read_bound(history: list[dict]) -> set[tuple[int, int]]:
     """Acknowledged writes that no `ok` poll returned although `ok` polls read
     the same key at or past the write's offset: the log moved on without them
-    (lost, in ANOMALIES.md's sense), whether or not the drain reached the end."""
+    (lost, in docs/ANOMALIES.md's sense), whether or not the drain reached the end."""
     acked, read, bound = {}, set(), {}
     for event in history:
         if event.get("type") != "ok":

@@ -80,7 +80,7 @@ def assert_healed(lab, history):
 
 
 def must_have_happened(history) -> set[tuple[int, int]]:
-    """ANOMALIES.md: sends of ok ops, and every send of an info transaction one of whose sends an ok op read."""
+    """docs/ANOMALIES.md: sends of ok ops, and every send of an info transaction one of whose sends an ok op read."""
     read = values_read(history)
     done = set()
     for event in history:

@@ -1,4 +1,4 @@
-"""The rules of HISTORY.md, checked on a real history (test helper).
+"""The rules of docs/HISTORY.md, checked on a real history (test helper).
 
 Each rule returns a list of problems (strings naming the event index), so a
 failing test prints exactly which events break the format.
@@ -90,7 +90,7 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
 
 def unrepeated_sends(history: list[dict]) -> list[str]:
     """Completions that do not list every send of their invoke, whatever their
-    type (HISTORY.md: a completion repeats the invoke's sends, also for
+    type (docs/HISTORY.md: a completion repeats the invoke's sends, also for
     `fail` and `info`)."""
     pending: dict = {}
     found = []

@@ -128,7 +128,7 @@ def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared
 
 
 def test_a_dead_clients_completion_keeps_sends_and_drops_the_bare_poll():
-    """HISTORY.md: a poll that read nothing leaves no poll mop; sends stay listed."""
+    """docs/HISTORY.md: a poll that read nothing leaves no poll mop; sends stay listed."""
     invoked = [{"f": "poll"}, {"f": "send", "key": 1, "value": 7}, {"f": "commit", "key": 1, "offset": 3}]
     assert unknown_outcome_mops(invoked) == [{"f": "send", "key": 1, "value": 7},
                                              {"f": "commit", "key": 1, "offset": 3}]

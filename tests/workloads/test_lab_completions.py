@@ -1,6 +1,6 @@
 """Every workload under faults: every completion repeats its invoke's sends.
 
-HISTORY.md: a completion repeats the invoke's mops, also for `fail` and
+docs/HISTORY.md: a completion repeats the invoke's mops, also for `fail` and
 `info`; their sends stay listed. Faults are what make ops fail or end
 unknown (fenced instances, timed-out sends, killed clients), so each
 workload runs with the nemesis partitioning, pausing and killing brokers.

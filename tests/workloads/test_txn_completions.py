@@ -1,5 +1,5 @@
 """TxnRunner: every completion repeats its invoke's sends, wherever the
-transaction fails (HISTORY.md; issue 14: a fenced instance's `fail`
+transaction fails (docs/HISTORY.md; issue 14: a fenced instance's `fail`
 completion carried no mops although its invoke had a send).
 
 A unit test of one module: the producer is a stand-in that raises at the

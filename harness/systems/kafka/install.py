@@ -25,7 +25,7 @@ from harness.errors import GregorError
 from harness.paths import cache_dir
 
 # 3.9.1 is the default: the last 3.x line (KRaft production-ready, ZooKeeper
-# still optional), the version the seed histories in HISTORY.md were taken
+# still optional), the version the seed histories in docs/HISTORY.md were taken
 # on, and it runs on the Java 17 Debian 12 ships. 4.x is one flag away.
 DEFAULT_VERSION = "3.9.1"
 

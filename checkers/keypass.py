@@ -1,0 +1,746 @@
+"""The per-key pass: everything docs/ANOMALIES.md defines on one partition, at once.
+
+Input: numpy columns of the rows of some keys (sends, polls, commits and the
+rebalance and copier markers routed to those keys), each row carrying the
+facts of its op. Output: rows of a few tagged kinds (anomalies, and small
+facts that other finders join on). Every step is vectorised over all keys
+of the batch: sorts, ranks and equi-joins of id columns, never a Python
+loop per row, so one pass costs a few sorts of the key's rows.
+
+Readings (docs/ANOMALIES.md):
+- The log of a key: every polled record (any outcome) and every send that
+  must have happened whose offset is known; offsets compacted to dense
+  indices. A value's position is its first index.
+- A read sits at the index of the offset it was read at. A send sits at the
+  index of its own offset when the acknowledgement carried one, else at the
+  position where the log shows its value (positions come from the log, not
+  from acknowledgements alone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from checkers.arrays import (NULL, covered, dense_rank_within, fill_backward_after, fill_forward, first_per_group,
+                             group_ids, join, lists, member, order, previous_in_group, reduce_by, starts)
+from checkers.load import COMMIT_ROW, FROM_ROW, POLL_ROW, REBALANCE_ROW, SEND_ROW
+
+OK_CODE, FAIL_CODE, INFO_CODE = 0, 1, 2
+
+# Output row tags.
+ANOMALY, SPAN, TORN, ZOMBIE_SEND, EOS_OUT, EOS_REC, EOS_POS, INFO_NODE, LATE, LAG, EDGE, NODE, LOG, POSITION, \
+    MUST, BOUND, PICTURE = range(17)
+
+# Cycle graph: node = op * NODE_SHIFT + sub (0: the whole op, i+1: its send mop i).
+NODE_SHIFT = 1 << 20
+WW, WR, PROC, RT = 1, 2, 4, 8
+HUB = 16
+NO_TIME = 1 << 62
+# Span components: uncompressed ww and wr edges, compressed (junction) ww and wr edges.
+S_WW, S_WR, S_CWW, S_CWR = 0, 1, 2, 3
+# Interval sets of the cycle pass, by the edges they cover.
+I_CWR, I_C, I_WR, I_ALL = 0, 1, 2, 3
+
+INPUT_COLUMNS = ("key", "kind", "op", "mop_index", "pid", "is_txn", "tcode", "value", "offset", "from_key",
+                 "from_value", "invoke_time", "complete_time", "commit_time", "group", "seg", "n_sends",
+                 "n_send_keys", "reads")
+
+
+@dataclass
+class Params:
+    """What one run of the pass needs besides the rows (all small)."""
+
+    mode: str = "main"                     # main | cycles | facts | picture
+    read_txns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))   # info txn ops with a read send
+    fenced: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))      # zombie candidates' ops
+    copier_groups: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    drain_complete: bool = False
+    timeout: int | None = None             # stuck-lso: ns, when read_committed with a timeout
+    lag_bucket: int | None = None          # ns
+    intervals: dict = field(default_factory=dict)    # cycle pass: I_* -> (lo, hi) sorted disjoint
+    picture_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    named_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))    # (key, offset) an anomaly names
+    named_offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    max_offsets: int = 2000
+    margin: int = 50
+
+
+class Rows:
+    """Collects output rows per tag as column arrays, turned into one table at the end."""
+
+    COLUMNS = ("key", "value", "offset", "time", "a", "b", "c", "d")
+
+    def __init__(self):
+        self.parts: list[dict] = []
+
+    def add(self, tag: int, n: int, name: str | None = None, lists_: dict | None = None, **columns):
+        if n == 0:
+            return
+        part = {"tag": np.full(n, tag, dtype=np.int32), "name": name, "n": n, "lists": lists_ or {}}
+        for column in self.COLUMNS:
+            value = columns.get(column)
+            part[column] = np.full(n, NULL, dtype=np.int64) if value is None else np.asarray(value, dtype=np.int64)
+        self.parts.append(part)
+
+
+def _time(c) -> np.ndarray:
+    """When an op happened: its completion, or its invoke when cut short."""
+    return np.where(c["complete_time"] != NULL, c["complete_time"], c["invoke_time"])
+
+
+def _pairs_list(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A list column [first, second] per row."""
+    n = len(first)
+    offsets = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+    flat = np.empty(2 * n, dtype=np.int64)
+    flat[0::2], flat[1::2] = first, second
+    return offsets, flat
+
+
+def _distinct_pairs_list(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[first, second], or [first] when both are equal (array_distinct of two)."""
+    n = len(first)
+    both = first != second
+    counts = np.where(both, 2, 1)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = np.empty(int(offsets[-1]), dtype=np.int64)
+    flat[offsets[:-1]] = first
+    flat[offsets[:-1][both] + 1] = second[both]
+    return offsets, flat
+
+
+def _compact_distinct_list(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """array_distinct(array_compact([first, second])): NULL entries left out."""
+    n = len(first)
+    has_first, has_second = first != NULL, (second != NULL) & (second != first)
+    counts = has_first.astype(np.int64) + has_second
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = np.empty(int(offsets[-1]), dtype=np.int64)
+    flat[offsets[:-1][has_first]] = first[has_first]
+    second_at = offsets[:-1] + has_first
+    flat[second_at[has_second]] = second[has_second]
+    return offsets, flat
+
+
+def _single_list(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(len(values) + 1, dtype=np.int64), values.astype(np.int64)
+
+
+class KeyPass:
+    """One run of the pass over the rows of a batch of keys."""
+
+    def __init__(self, c: dict, p: Params):
+        self.c, self.p = c, p
+        self.out = Rows()
+        n = len(c["key"])
+        self.n = n
+        kind, tcode = c["kind"], c["tcode"]
+        self.send = kind == SEND_ROW
+        self.poll = kind == POLL_ROW
+        self.commit = kind == COMMIT_ROW
+        self.ok = tcode == OK_CODE
+        self.fail = tcode == FAIL_CODE
+        self.info = tcode == INFO_CODE
+        self.okread = self.poll & self.ok
+        self.txn = c["is_txn"] == 1
+        self.op_time = _time(c)
+        self._kv()
+        self._must()
+        self._log()
+
+    # ------------------------------------------------------------ shared facts
+
+    def _kv(self):
+        """Dense ids of (key, value) over sends and polls; which of them an `ok` op read."""
+        c = self.c
+        sp = np.flatnonzero(self.send | self.poll)
+        self.kv = np.full(self.n, -1, dtype=np.int64)
+        ids, self.n_kv = group_ids(c["key"][sp], c["value"][sp])
+        self.kv[sp] = ids
+        self.read_kv = np.zeros(self.n_kv, dtype=bool)
+        self.read_kv[self.kv[self.okread]] = True
+        self.read = np.zeros(self.n, dtype=bool)
+        self.read[self.send] = self.read_kv[self.kv[self.send]]
+
+    def kv_of(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The (key, value) id of each pair, -1 when no send or poll has it."""
+        c = self.c
+        sp = np.flatnonzero(self.send | self.poll)
+        ids, n = group_ids(np.concatenate([keys, c["key"][sp]]), np.concatenate([values, c["value"][sp]]))
+        id_to_kv = np.full(n, -1, dtype=np.int64)
+        id_to_kv[ids[len(keys):]] = self.kv[sp]
+        return id_to_kv[ids[:len(keys)]]
+
+    def _must(self):
+        """Sends that must have happened: `ok`; `info` and read; every send of
+        an `info` transaction of which one send was read (here or on any key)."""
+        c = self.c
+        op = c["op"]
+        local = np.unique(op[self.send & self.info & self.txn & self.read])
+        txns_read = np.union1d(local, self.p.read_txns)
+        self.must = self.send & (self.ok | (self.info & self.read)
+                                 | (self.info & self.txn & member(op, txns_read)))
+
+    def _log(self):
+        """Index of every record's offset; first index and offset of every value."""
+        c = self.c
+        has_offset = c["offset"] != NULL
+        self.record = self.poll | (self.must & has_offset)
+        ri = np.flatnonzero(self.record)
+        self.ri = ri
+        self.index = np.full(self.n, NULL, dtype=np.int64)
+        self.index[ri] = dense_rank_within(c["key"][ri], c["offset"][ri])
+        self.position = reduce_by(self.kv[ri], self.n_kv, self.index[ri], np.minimum, np.iinfo(np.int64).max)
+        self.position[self.position == np.iinfo(np.int64).max] = NULL
+        self.log_offset = reduce_by(self.kv[ri], self.n_kv, c["offset"][ri], np.minimum, np.iinfo(np.int64).max)
+        self.log_offset[self.log_offset == np.iinfo(np.int64).max] = NULL
+        self.kid, self.n_keys = group_ids(c["key"])
+        bound = np.full(self.n_keys, -1, dtype=np.int64)
+        rr = np.flatnonzero(self.okread)
+        if len(rr):
+            np.maximum.at(bound, self.kid[rr], self.index[rr])
+        self.bound = bound
+        at_bound = rr[self.index[rr] == bound[self.kid[rr]]]
+        bound_op = np.full(self.n_keys, np.iinfo(np.int64).max, dtype=np.int64)
+        if len(at_bound):
+            np.minimum.at(bound_op, self.kid[at_bound], c["op"][at_bound])
+        bound_op[bound < 0] = NULL
+        self.bound_op = bound_op
+
+    # ------------------------------------------------------------ main mode
+
+    def run(self) -> Rows:
+        mode = self.p.mode
+        if mode == "main":
+            self.inconsistent_offsets()
+            self.duplicates()
+            self.lost_and_unseen()
+            self.aborted_reads()
+            self.uncommitted_reads()
+            self.precommitted_reads()
+            self.poll_order()
+            self.send_order()
+            self.offset_commit_loss()
+            self.follow_ups()
+            self.liveness()
+            self.lag()
+            self.cycles(spans_only=True)
+        elif mode == "cycles":
+            self.cycles(spans_only=False)
+        elif mode == "facts":
+            self.facts()
+        elif mode == "picture":
+            self.picture()
+        return self.out
+
+    def inconsistent_offsets(self):
+        """One offset of a key holding two or more values."""
+        c, ri = self.c, self.ri
+        key, offset, value = c["key"][ri], c["offset"][ri], c["value"][ri]
+        ko, n_ko = group_ids(key, offset)
+        kov, n_kov = group_ids(key, offset, value)
+        first_triple = first_per_group(kov, n_kov)
+        values_per_ko = np.bincount(ko[first_triple], minlength=n_ko)
+        bad = values_per_ko >= 2
+        if not bad.any():
+            return
+        rows = np.flatnonzero(bad[ko])
+        bad_ids, owner = np.unique(ko[rows], return_inverse=True)
+        n_bad = len(bad_ids)
+        first = rows[first_per_group(owner, n_bad)]
+        times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.minimum, np.iinfo(np.int64).max)
+        self.out.add(ANOMALY, n_bad, "inconsistent-offsets",
+                     lists_={"values": lists(owner, value[rows], n_bad), "ops": lists(owner, c["op"][ri][rows], n_bad)},
+                     key=key[first], offset=offset[first], time=times)
+
+    def _duplicated(self):
+        """Rows of the log's records whose value stands at two or more offsets, and
+        per such row its duplicated value's id (0..n-1); the values' kv ids."""
+        c, ri = self.c, self.ri
+        kv = self.kv[ri]
+        kvo, n_kvo = group_ids(kv, c["offset"][ri])
+        first_pair = first_per_group(kvo, n_kvo)
+        offsets_per_kv = np.bincount(kv[first_pair], minlength=self.n_kv)
+        bad = offsets_per_kv >= 2
+        rows = np.flatnonzero(bad[kv])
+        bad_ids, owner = np.unique(kv[rows], return_inverse=True)
+        return rows, owner, bad_ids
+
+    def duplicates(self):
+        """One value standing at two or more offsets of its key."""
+        c, ri = self.c, self.ri
+        rows, owner, bad_ids = self._duplicated()
+        n_bad = len(bad_ids)
+        if n_bad == 0:
+            return
+        key, offset, value = c["key"][ri], c["offset"][ri], c["value"][ri]
+        first = rows[first_per_group(owner, n_bad)]
+        times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.maximum, np.iinfo(np.int64).min)
+        offs = lists(owner, offset[rows], n_bad)
+        self.out.add(ANOMALY, n_bad, "duplicate",
+                     lists_={"offsets": offs, "ops": lists(owner, c["op"][ri][rows], n_bad)},
+                     key=key[first], value=value[first], offset=offs[1][offs[0][:-1]], time=times)
+
+    def _unread_must(self) -> np.ndarray:
+        """One row per unread must-have-happened value (its first send)."""
+        c = self.c
+        um = np.flatnonzero(self.must & ~self.read)
+        if len(um) == 0:
+            return um
+        ids, n = group_ids(self.kv[um])
+        return um[first_per_group(ids, n, c["op"][um], c["mop_index"][um])]
+
+    def _lost(self):
+        """Unread must-have-happened values (their first send's row) and which
+        of them are lost (placed at or below the key's read bound)."""
+        rows = self._unread_must()
+        kv = self.kv[rows]
+        position = self.position[kv]
+        bound = self.bound[self.kid[rows]]
+        return rows, (position != NULL) & (bound >= 0) & (position <= bound)
+
+    def lost_and_unseen(self):
+        c = self.c
+        rows, lost = self._lost()
+        if len(rows) == 0:
+            return
+        kv = self.kv[rows]
+        offset = np.where(self.log_offset[kv] != NULL, self.log_offset[kv], c["offset"][rows])
+        lr, ur = rows[lost], rows[~lost]
+        self.out.add(ANOMALY, len(lr), "lost-write",
+                     lists_={"ops": _compact_distinct_list(c["op"][lr], self.bound_op[self.kid[lr]])},
+                     key=c["key"][lr], value=c["value"][lr], offset=offset[lost], time=self.op_time[lr])
+        self.out.add(ANOMALY, len(ur), "unseen", lists_={"ops": _single_list(c["op"][ur])},
+                     key=c["key"][ur], value=c["value"][ur], offset=offset[~lost], time=self.op_time[ur])
+
+    def _reads_of(self, writers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(writer row, ok read row) pairs of the same (key, value)."""
+        reads = np.flatnonzero(self.okread)
+        wi, rj = join(self.kv[writers], self.kv[reads])
+        return writers[wi], reads[rj]
+
+    def aborted_reads(self):
+        """`ok` reads of a value whose send op (or transaction) ended `fail`."""
+        c = self.c
+        w, r = self._reads_of(np.flatnonzero(self.send & self.fail))
+        self.out.add(ANOMALY, len(w), "aborted-read", lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
+                     key=c["key"][r], value=c["value"][r], offset=c["offset"][r], time=c["complete_time"][r])
+
+    def uncommitted_reads(self):
+        """Another process's `ok` read completed before the writer's transaction committed."""
+        c = self.c
+        writers = np.flatnonzero(self.send & ~self.fail & (c["commit_time"] != NULL))
+        w, r = self._reads_of(writers)
+        early = (c["pid"][r] != c["pid"][w]) & (c["commit_time"][w] > c["complete_time"][r])
+        w, r = w[early], r[early]
+        self.out.add(ANOMALY, len(w), "uncommitted-read", lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
+                     key=c["key"][r], value=c["value"][r], offset=c["offset"][r], time=c["complete_time"][r])
+
+    def precommitted_reads(self):
+        """An `ok` op that read back a value it sent in that same op."""
+        c = self.c
+        sends, reads = np.flatnonzero(self.send), np.flatnonzero(self.okread)
+        if len(sends) == 0 or len(reads) == 0:
+            return
+        ids, _ = group_ids(np.concatenate([c["op"][sends], c["op"][reads]]),
+                           np.concatenate([self.kv[sends], self.kv[reads]]))
+        own = member(ids[len(sends):], ids[:len(sends)])
+        hits = reads[own]
+        if len(hits) == 0:
+            return
+        hit_ids, n = group_ids(c["op"][hits], self.kv[hits])
+        hits = hits[first_per_group(hit_ids, n, c["mop_index"][hits])]
+        self.out.add(ANOMALY, len(hits), "precommitted-read", lists_={"ops": _single_list(c["op"][hits])},
+                     key=c["key"][hits], value=c["value"][hits], offset=c["offset"][hits],
+                     time=c["complete_time"][hits])
+
+    def _order_pairs(self, rows: np.ndarray, segment: np.ndarray):
+        """Rows sorted by (key, process, op, mop); (previous, current) pairs of one key,
+        process and segment."""
+        c = self.c
+        perm = order(c["key"][rows], c["pid"][rows], c["op"][rows], c["mop_index"][rows])
+        rows, segment = rows[perm], segment[perm]
+        same = previous_in_group(c["key"][rows], c["pid"][rows], segment)
+        cur = np.flatnonzero(same)
+        return rows[cur - 1], rows[cur]
+
+    def _emit_order(self, name, prev, cur, index, offset):
+        c = self.c
+        self.out.add(ANOMALY, len(cur), name,
+                     lists_={"values": _pairs_list(c["value"][prev], c["value"][cur]),
+                             "offsets": _pairs_list(offset[prev], offset[cur]),
+                             "ops": _distinct_pairs_list(c["op"][prev], c["op"][cur])},
+                     key=c["key"][cur], value=c["value"][cur], offset=offset[cur], time=c["complete_time"][cur])
+
+    def poll_order(self):
+        """Successive `ok` reads of one key by one process, with no reset between."""
+        c = self.c
+        reads = np.flatnonzero(self.okread)
+        if len(reads) < 2:
+            return
+        markers = np.flatnonzero(c["kind"] == REBALANCE_ROW)
+        # A rebalance naming the key resets before and after the op's reads:
+        # reads of that op sit alone, between two resets.
+        group, _ = group_ids(np.concatenate([c["key"][reads], c["key"][markers]]),
+                             np.concatenate([c["pid"][reads], c["pid"][markers]]))
+        read_group, marker_group = group[:len(reads)], group[len(reads):]
+        marker_at = np.unique((marker_group << 32) | c["op"][markers])
+        at = (read_group << 32) | c["op"][reads]
+        before = np.searchsorted(marker_at, at, "left") - np.searchsorted(marker_at, read_group << 32, "left")
+        own = np.searchsorted(marker_at, at, "right") > np.searchsorted(marker_at, at, "left")
+        segment = (c["seg"][reads] << 32) | (2 * before + own)
+        prev, cur = self._order_pairs(reads, segment)
+        index, offset = self.index, c["offset"]
+        exempt = np.zeros(self.n, dtype=bool)
+        exempt[reads[own]] = True
+        across = c["op"][prev] != c["op"][cur]
+        inside = ~across & ~exempt[cur]
+        skip = index[cur] > index[prev] + 1
+        back = index[cur] <= index[prev]
+        for name, chosen in (("poll-skip", across & skip), ("nonmonotonic-poll", across & back),
+                             ("int-poll-skip", inside & skip), ("int-nonmonotonic-poll", inside & back)):
+            self._emit_order(name, prev[chosen], cur[chosen], index, offset)
+
+    def send_order(self):
+        """A process's successive sends to a key, placed where the log shows them."""
+        c = self.c
+        index = np.where(c["offset"] != NULL, self.index, NULL)
+        kv_pos = np.full(self.n, NULL, dtype=np.int64)
+        kv_off = np.full(self.n, NULL, dtype=np.int64)
+        s = np.flatnonzero(self.send)
+        kv_pos[s], kv_off[s] = self.position[self.kv[s]], self.log_offset[self.kv[s]]
+        placed_index = np.where(index != NULL, index, kv_pos)
+        offset = np.where(c["offset"] != NULL, c["offset"], kv_off)
+        sends = np.flatnonzero(self.must & (placed_index != NULL))
+        if len(sends) < 2:
+            return
+        ok_sends = sends[self.ok[sends]]
+        prev, cur = self._order_pairs(ok_sends, c["seg"][ok_sends])
+        across = c["op"][prev] != c["op"][cur]
+        back = placed_index[cur] <= placed_index[prev]
+        self._emit_order("nonmonotonic-send", prev[across & back], cur[across & back], placed_index, offset)
+        prev, cur = self._order_pairs(sends, c["seg"][sends])
+        inside = c["op"][prev] == c["op"][cur]
+        skip = placed_index[cur] > placed_index[prev] + 1
+        back = placed_index[cur] <= placed_index[prev]
+        self._emit_order("int-send-skip", prev[inside & skip], cur[inside & skip], placed_index, offset)
+        self._emit_order("int-nonmonotonic-send", prev[inside & back], cur[inside & back], placed_index, offset)
+
+    def _committed(self, groups: np.ndarray | None = None):
+        """Per (group, key) with `ok` commits: the committed offset, its op and time."""
+        c = self.c
+        rows = np.flatnonzero(self.commit & self.ok & (c["group"] != NULL))
+        if groups is not None:
+            rows = rows[member(c["group"][rows], groups)]
+        if len(rows) == 0:
+            return rows, rows, rows, rows, rows
+        gk, n = group_ids(c["group"][rows], c["key"][rows])
+        best = rows[first_per_group(gk, n, -c["offset"][rows], c["op"][rows])]
+        return c["group"][best], c["key"][best], c["offset"][best], c["op"][best], c["complete_time"][best]
+
+    def _records_below(self, groups=None):
+        """(must row, commit) pairs: a record whose first offset lies below a
+        group's committed position for its key."""
+        c = self.c
+        g, k, committed, commit_op, commit_time = self._committed(groups)
+        records = np.flatnonzero(self.must)
+        records = records[self.log_offset[self.kv[records]] != NULL]
+        ri, gj = join(c["key"][records], k)
+        below = self.log_offset[self.kv[records[ri]]] < committed[gj]
+        ri, gj = ri[below], gj[below]
+        return records[ri], g[gj], commit_op[gj], commit_time[gj]
+
+    def offset_commit_loss(self):
+        """A group committed past a record that none of its `ok` pollers read."""
+        c = self.c
+        rec, group, commit_op, commit_time = self._records_below()
+        if len(rec) == 0:
+            return
+        reads = np.flatnonzero(self.okread & (c["group"] != NULL))
+        ids, _ = group_ids(np.concatenate([group, c["group"][reads]]),
+                           np.concatenate([self.kv[rec], self.kv[reads]]))
+        lost = ~member(ids[:len(rec)], ids[len(rec):])
+        rec, commit_op, commit_time = rec[lost], commit_op[lost], commit_time[lost]
+        self.out.add(ANOMALY, len(rec), "offset-commit-loss", lists_={"ops": _pairs_list(c["op"][rec], commit_op)},
+                     key=c["key"][rec], value=c["value"][rec], offset=self.log_offset[self.kv[rec]], time=commit_time)
+
+    def follow_ups(self):
+        """Small facts that finders of several keys join on."""
+        c, p = self.c, self.p
+        if p.drain_complete:
+            torn = np.flatnonzero(self.must & ~self.read & self.txn & (c["n_send_keys"] >= 2))
+            offset = np.where(c["offset"][torn] != NULL, c["offset"][torn], self.log_offset[self.kv[torn]])
+            self.out.add(TORN, len(torn), key=c["key"][torn], value=c["value"][torn], offset=offset,
+                         time=c["complete_time"][torn], a=c["op"][torn])
+        if len(p.fenced):
+            z = np.flatnonzero(self.send & member(c["op"], p.fenced))
+            self.out.add(ZOMBIE_SEND, len(z), key=c["key"][z], value=c["value"][z], offset=c["offset"][z],
+                         a=c["op"][z], b=c["mop_index"][z], c=self.read[z])
+        info_must = np.flatnonzero(self.must & self.info)
+        self.out.add(INFO_NODE, len(info_must), key=c["key"][info_must], a=c["op"][info_must],
+                     b=c["mop_index"][info_must])
+        if len(p.copier_groups):
+            self.eos_rows()
+
+    def eos_rows(self):
+        c, p = self.c, self.p
+        out = np.flatnonzero(self.must & (c["from_key"] != NULL) & member(c["group"], p.copier_groups))
+        self.out.add(EOS_OUT, len(out), key=c["key"][out], value=c["value"][out], time=c["complete_time"][out],
+                     a=c["group"][out], b=c["from_key"][out], c=c["from_value"][out], d=c["op"][out])
+        rec, group, commit_op, commit_time = self._records_below(p.copier_groups)
+        self.out.add(EOS_REC, len(rec), key=c["key"][rec], value=c["value"][rec],
+                     offset=self.log_offset[self.kv[rec]], time=commit_time, a=group, b=c["op"][rec], c=commit_op)
+        named = np.flatnonzero(c["kind"] == FROM_ROW)
+        if len(named):
+            ids, n = group_ids(c["key"][named], c["from_value"][named])
+            named = named[first_per_group(ids, n)]
+            kv = self.kv_of(c["key"][named], c["from_value"][named])
+            found = kv >= 0
+            named, kv = named[found], kv[found]
+            at = self.log_offset[kv]
+            placed = at != NULL
+            self.out.add(EOS_POS, int(placed.sum()), key=c["key"][named][placed],
+                         value=c["from_value"][named][placed], offset=at[placed])
+
+    def liveness(self):
+        """Candidates for stuck-lso: a process's first read of a value, invoked
+        more than the transaction timeout after the value's write was acknowledged.
+        Whether the reader polled the key all along is decided per process later."""
+        c, p = self.c, self.p
+        if p.timeout is None:
+            return
+        reads = np.flatnonzero(self.okread)
+        if len(reads) == 0:
+            return
+        ids, n = group_ids(c["pid"][reads], self.kv[reads])
+        first = reads[first_per_group(ids, n, c["invoke_time"][reads], c["op"][reads], c["offset"][reads])]
+        acks = np.flatnonzero(self.must & self.ok)
+        fi, aj = join(self.kv[first], self.kv[acks])
+        f, a = first[fi], acks[aj]
+        late = c["invoke_time"][f] - c["complete_time"][a] > p.timeout
+        f, a = f[late], a[late]
+        self.out.add(LATE, len(f), key=c["key"][f], value=c["value"][f], offset=c["offset"][f],
+                     time=c["invoke_time"][f], a=c["pid"][f], b=c["op"][f], c=c["op"][a], d=c["complete_time"][a])
+
+    def lag(self):
+        """Per completion bucket and key, the worst time from a value's
+        acknowledged send to an `ok` read of it (never negative)."""
+        c, p = self.c, self.p
+        if not p.lag_bucket:
+            return
+        acks = np.flatnonzero(self.must & self.ok)
+        acked_at = reduce_by(self.kv[acks], self.n_kv, c["complete_time"][acks], np.minimum, np.iinfo(np.int64).max)
+        reads = np.flatnonzero(self.okread)
+        reads = reads[acked_at[self.kv[reads]] != np.iinfo(np.int64).max]
+        if len(reads) == 0:
+            return
+        done = c["complete_time"][reads]
+        lag = np.maximum(done - acked_at[self.kv[reads]], 0)
+        bucket = np.floor(done.astype(np.float64) / float(p.lag_bucket)).astype(np.int64)
+        ids, n = group_ids(bucket, c["key"][reads])
+        worst = reduce_by(ids, n, lag, np.maximum, np.iinfo(np.int64).min)
+        first = first_per_group(ids, n)
+        self.out.add(LAG, n, key=c["key"][reads][first], a=bucket[first], b=worst)
+
+    # ------------------------------------------------------------ cycles
+
+    def _phi(self, rows: np.ndarray, reading: np.ndarray) -> np.ndarray:
+        """Doubled potential of the nodes of these rows (docs/CHECKERS.md, cycles)."""
+        c = self.c
+        start = c["invoke_time"][rows]
+        end = np.where(c["complete_time"][rows] != NULL, c["complete_time"][rows], NO_TIME)
+        commit = c["commit_time"][rows]
+        committed = np.minimum(np.maximum(commit, start), end)
+        done = np.where(c["complete_time"][rows] != NULL, c["complete_time"][rows], start)
+        phi = np.where(commit != NULL, committed, np.where(reading, done, start))
+        return 2 * phi
+
+    def _graph(self):
+        """Writer and reader nodes with their potential, uncompressed and compressed edges."""
+        c = self.c
+        writers = np.flatnonzero(self.must)
+        per_send = ~self.txn[writers] & (c["n_sends"][writers] >= 2)
+        w_node = c["op"][writers] * NODE_SHIFT + np.where(per_send, c["mop_index"][writers] + 1, 0)
+        w_reads = ~per_send & (c["reads"][writers] == 1)
+        w_phi = self._phi(writers, w_reads)
+        w_pos = self.position[self.kv[writers]]
+        reads = np.flatnonzero(self.okread)
+        r_node = c["op"][reads] * NODE_SHIFT
+        r_phi = self._phi(reads, np.ones(len(reads), dtype=bool))
+        # readers distinct per (key, value, node)
+        ids, n = group_ids(self.kv[reads], r_node)
+        keep = first_per_group(ids, n)
+        reads, r_node, r_phi = reads[keep], r_node[keep], r_phi[keep]
+        edges = []   # (src, dst, kind, key, src_phi, dst_phi)
+        # ww: the key's chain of placed writers, by position then node
+        placed = np.flatnonzero(w_pos != NULL)
+        perm = order(c["key"][writers][placed], w_pos[placed], w_node[placed])
+        chain = placed[perm]
+        chain_key = c["key"][writers][chain]
+        nxt = np.flatnonzero(previous_in_group(chain_key))
+        edges.append((w_node[chain][nxt - 1], w_node[chain][nxt], WW, chain_key[nxt],
+                      w_phi[chain][nxt - 1], w_phi[chain][nxt]))
+        # wr: writer -> every ok reader of its value
+        wi, rj = join(self.kv[writers], self.kv[reads])
+        edges.append((w_node[wi], r_node[rj], WR, c["key"][reads][rj], w_phi[wi], r_phi[rj]))
+        # compressed: junctions only. A node with one record in one chain and
+        # no read sits on that chain between its neighbours and nothing else:
+        # a node that writes two records (two keys, or one key twice) or that
+        # reads and writes is a junction; every data-only cycle passes one.
+        records = np.where(per_send, 1, c["n_sends"][writers])
+        junction = (records >= 2) | w_reads
+        compressed = []
+        chain_junction = junction[chain]
+        group_start = starts(chain_key)
+        j_node = w_node[chain]
+        jr = (c["n_sends"][reads] >= 1) & (self.txn[reads] | (c["n_sends"][reads] == 1))
+        # A path through plain writers that leaves a junction and comes back to
+        # it (ww to the same junction again, or wr to the junction itself) would
+        # fold into a self-loop: its writers stay nodes of their own.
+        owner = fill_forward(j_node, chain_junction, group_start)
+        next_j = fill_backward_after(j_node, chain_junction, group_start)
+        chain_kv = self.kv[writers][chain]
+        pair_ids, _ = group_ids(np.concatenate([chain_kv, self.kv[reads][jr]]),
+                                np.concatenate([owner, r_node[jr]]))
+        read_by_owner = member(pair_ids[:len(chain)], pair_ids[len(chain):])
+        chain_junction = chain_junction | ((owner != NULL) & ((owner == next_j) | read_by_owner))
+        next_j = fill_backward_after(j_node, chain_junction, group_start)
+        next_j_phi = fill_backward_after(w_phi[chain], chain_junction, group_start)
+        has_next = chain_junction & (next_j != NULL)
+        compressed.append((j_node[has_next], next_j[has_next], WW, chain_key[has_next],
+                           w_phi[chain][has_next], next_j_phi[has_next]))
+        owner = fill_forward(j_node, chain_junction, group_start)
+        owner_phi = fill_forward(w_phi[chain], chain_junction, group_start)
+        owned = owner != NULL
+        unplaced_j = np.flatnonzero((w_pos == NULL) & junction)
+        o_kv = np.concatenate([self.kv[writers][chain][owned], self.kv[writers][unplaced_j]])
+        o_node = np.concatenate([j_node[owned], w_node[unplaced_j]])
+        o_owner = np.concatenate([owner[owned], w_node[unplaced_j]])
+        o_phi = np.concatenate([owner_phi[owned], w_phi[unplaced_j]])
+        oi, rj = join(o_kv, self.kv[reads][jr])
+        kinds = np.where(o_owner[oi] == o_node[oi], WR, WW | WR)
+        compressed.append((o_owner[oi], r_node[jr][rj], kinds, c["key"][reads][jr][rj], o_phi[oi], r_phi[jr][rj]))
+        nodes = (np.concatenate([w_node, r_node]), np.concatenate([c["op"][writers], c["op"][reads]]),
+                 np.concatenate([w_phi, r_phi]))
+        return _stack(edges), _stack(compressed), nodes
+
+    def cycles(self, spans_only: bool):
+        edges, compressed, nodes = self._graph()
+        if spans_only:
+            for component, graph, kinds in ((S_WW, edges, WW), (S_WR, edges, WR), (S_CWR, compressed, WR),
+                                            (S_CWW, compressed, None)):
+                src, dst, kind, key, src_phi, dst_phi = graph
+                chosen = (dst_phi <= src_phi) & (src != dst)
+                chosen &= (kind == kinds) if kinds is not None else (kind != WR)
+                self.out.add(SPAN, int(chosen.sum()), a=np.full(int(chosen.sum()), component),
+                             b=dst_phi[chosen], c=src_phi[chosen])
+            return
+        intervals = self.p.intervals
+        for family, graph, kinds in ((I_CWR, compressed, (WR,)), (I_C, compressed, None),
+                                     (I_WR, edges, (WR,)), (I_ALL, edges, None)):
+            if family not in intervals:
+                continue
+            lo, hi = intervals[family]
+            src, dst, kind, key, src_phi, dst_phi = graph
+            chosen = (src != dst) & covered(src_phi, lo, hi) & covered(dst_phi, lo, hi)
+            if kinds is not None:
+                chosen &= member(kind, np.array(kinds))
+            self.out.add(EDGE, int(chosen.sum()), key=key[chosen], a=src[chosen], b=dst[chosen], c=kind[chosen],
+                         d=np.full(int(chosen.sum()), family))
+        node, op, phi = nodes
+        for family in (I_WR, I_ALL):
+            if family in intervals:
+                lo, hi = intervals[family]
+                chosen = covered(phi, lo, hi)
+                ids, n = group_ids(node[chosen])
+                first = first_per_group(ids, n)
+                self.out.add(NODE, n, a=node[chosen][first], b=op[chosen][first], c=phi[chosen][first],
+                             d=np.full(n, family))
+
+    # ------------------------------------------------------------ facts and pictures
+
+    def facts(self):
+        """The shared facts themselves (tests and tools): log, positions, must writes, bounds."""
+        c, ri = self.c, self.ri
+        ids, n = group_ids(c["key"][ri], c["offset"][ri], c["value"][ri])
+        first = ri[first_per_group(ids, n)]
+        self.out.add(LOG, len(first), key=c["key"][first], offset=c["offset"][first], value=c["value"][first],
+                     a=self.index[first])
+        kv_rows = first_per_group(self.kv[ri], self.n_kv)
+        kv_rows = ri[kv_rows[kv_rows >= 0]]
+        self.out.add(POSITION, len(kv_rows), key=c["key"][kv_rows], value=c["value"][kv_rows],
+                     offset=self.log_offset[self.kv[kv_rows]], a=self.position[self.kv[kv_rows]])
+        must = np.flatnonzero(self.must)
+        self.out.add(MUST, len(must), key=c["key"][must], value=c["value"][must], offset=c["offset"][must],
+                     a=c["op"][must], b=c["mop_index"][must], c=self.read[must])
+        has = self.bound >= 0
+        first_of_key = first_per_group(self.kid, self.n_keys)
+        self.out.add(BOUND, int(has.sum()), key=c["key"][first_of_key][has], a=self.bound[has])
+
+    def picture(self):
+        """The log of the named keys around their anomalies: offset, index,
+        values and the worst status of its values (docs/RESULTS.md)."""
+        from checkers.pictures import STATUS_ORDER
+        c, ri, p = self.c, self.ri, self.p
+        ids, n = group_ids(c["key"][ri], c["offset"][ri], c["value"][ri])
+        first = ri[first_per_group(ids, n)]
+        key, offset, value, index = c["key"][first], c["offset"][first], c["value"][first], self.index[first]
+        wanted = member(key, p.picture_keys)
+        key, offset, value, index, first = key[wanted], offset[wanted], value[wanted], index[wanted], first[wanted]
+        kv = self.kv[first]
+        sends = np.flatnonzero(self.send)
+        failed = np.zeros(self.n_kv, dtype=bool)
+        failed[self.kv[sends[self.fail[sends]]]] = True
+        must = np.zeros(self.n_kv, dtype=bool)
+        must[self.kv[np.flatnonzero(self.must)]] = True
+
+        unread, lost = self._lost()
+        lost_kv = np.zeros(self.n_kv, dtype=bool)
+        unseen_kv = np.zeros(self.n_kv, dtype=bool)
+        lost_kv[self.kv[unread[lost]]] = True
+        unseen_kv[self.kv[unread[~lost]]] = True
+        dup_kv = np.zeros(self.n_kv, dtype=bool)
+        dup_kv[self._duplicated()[2]] = True
+
+        rank = np.where(failed[kv], STATUS_ORDER.index("aborted"),
+                        np.where(lost_kv[kv], STATUS_ORDER.index("lost"),
+                                 np.where(unseen_kv[kv], STATUS_ORDER.index("unseen"),
+                                          np.where(self.read_kv[kv] & must[kv], STATUS_ORDER.index("read"),
+                                                   np.where(must[kv], STATUS_ORDER.index("acked-unread"),
+                                                            STATUS_ORDER.index("unacked"))))))
+        dup = dup_kv[kv]
+        # the slice: from `margin` offsets before the lowest named offset of the
+        # key that is in its log (else from its start), at most max_offsets
+        pk = np.searchsorted(p.picture_keys, key)
+        named_ids, _ = group_ids(np.concatenate([key, p.named_keys]), np.concatenate([offset, p.named_offsets]))
+        is_named = member(named_ids[:len(key)], named_ids[len(key):])
+        lo_index = np.full(len(p.picture_keys), np.iinfo(np.int64).max, dtype=np.int64)
+        if is_named.any():
+            np.minimum.at(lo_index, pk[is_named], index[is_named])
+        lo_index[lo_index == np.iinfo(np.int64).max] = 0
+        lo = np.maximum(lo_index[pk] - p.margin, 0)
+        inside = (index >= lo) & (index < lo + p.max_offsets)
+        self.out.add(PICTURE, int(inside.sum()), key=key[inside], offset=offset[inside], value=value[inside],
+                     a=index[inside], b=rank[inside], c=dup[inside])
+        ko, n_ko = group_ids(key, offset)
+        totals = np.bincount(pk[first_per_group(ko, n_ko)], minlength=len(p.picture_keys))
+        present = np.unique(pk)
+        self.out.add(PICTURE, len(present), key=p.picture_keys[present], a=np.full(len(present), -1),
+                     b=totals[present])
+
+
+def _stack(parts):
+    """Concatenates edge tuples (src, dst, kind, key, src_phi, dst_phi)."""
+    columns = []
+    for i in range(6):
+        pieces = []
+        for part in parts:
+            n = len(part[0])
+            value = part[i]
+            pieces.append(np.full(n, value, dtype=np.int64) if np.isscalar(value) else np.asarray(value, np.int64))
+        columns.append(np.concatenate(pieces) if pieces else np.empty(0, np.int64))
+    return tuple(columns)

@@ -1,0 +1,295 @@
+"""Runs the per-key pass (checkers/keypass.py) on Spark, over the loaded table.
+
+The table is already partitioned by route, so a key's rows are in one
+partition: `mapInArrow` hands each partition's key rows to the pass as
+Arrow batches of numeric columns, and the pass's output rows come back the
+same way. No shuffle, one Python round trip per partition.
+
+`main(t)` is the pass every check runs (persisted: several finders read its
+output); before it, one small job answers the questions the pass needs
+from other keys or other ops (which `info` transactions had a send read,
+which transactions a newer instance fenced, which groups copy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from checkers import allowed
+from checkers.anomaly import ANOMALY_SCHEMA
+from checkers.arrays import NULL
+from checkers.history import FAIL, INFO, INIT, OK, TXN
+from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
+                              KeyPass, Params)
+from checkers.load import COMMIT_ROW, KEY_KINDS, NEMESIS_ROUTE, OP_ROW, POLL_ROW, SEND_ROW, STORAGE, Tables
+
+# The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
+# four numbers whose meaning depends on the tag.
+OUTPUT_SCHEMA = T.StructType([T.StructField("tag", T.IntegerType())]
+                             + [f for f in ANOMALY_SCHEMA.fields if f.name != "cycle"]
+                             + [T.StructField(name, T.LongType()) for name in ("a", "b", "c", "d")])
+_ARROW_SCHEMA = pa.schema([
+    ("tag", pa.int32()), ("name", pa.string()), ("key", pa.int64()), ("value", pa.int64()),
+    ("values", pa.list_(pa.int64())), ("offset", pa.int64()), ("offsets", pa.list_(pa.int64())),
+    ("ops", pa.list_(pa.int64())), ("time", pa.int64()),
+    ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64()), ("d", pa.int64()),
+])
+LIST_COLUMNS = ("values", "offsets", "ops")
+
+
+def group_hash(column: str = "group") -> F.Column:
+    """A group id as a number (the pass works on numbers only)."""
+    return F.when(F.col(column).isNotNull(), F.xxhash64(F.col(column))).otherwise(F.lit(NULL))
+
+
+def _input_columns() -> list[F.Column]:
+    def filled(name):
+        return F.coalesce(F.col(name).cast("long"), F.lit(NULL)).alias(name)
+    tcode = F.when(F.col("type") == OK, 0).when(F.col("type") == FAIL, 1).otherwise(2)
+    return [F.col("key").alias("key"), F.col("kind").cast("long").alias("kind"), filled("op"),
+            filled("mop_index"), filled("pid"), (F.col("f") == TXN).cast("long").alias("is_txn"),
+            tcode.cast("long").alias("tcode"), filled("value"), filled("offset"), filled("from_key"),
+            filled("from_value"), filled("invoke_time"), filled("complete_time"), filled("commit_time"),
+            group_hash().alias("group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
+            F.coalesce(F.col("reads").cast("long"), F.lit(0)).alias("reads")]
+
+
+def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFrame:
+    """The pass's output rows (OUTPUT_SCHEMA) over every key, or only `keys`."""
+    rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
+    if keys is not None:
+        rows = rows.where(F.col("key").isin(list(keys)))
+    return rows.select(*_input_columns()).mapInArrow(_runner(params), OUTPUT_SCHEMA)
+
+
+def _runner(params: Params):
+    def run(batches):
+        batches = list(batches)
+        if not batches or sum(b.num_rows for b in batches) == 0:
+            return
+        table = pa.Table.from_batches(batches)
+        columns = {name: table.column(name).to_numpy() for name in INPUT_COLUMNS}
+        del table
+        for part in KeyPass(columns, params).run().parts:
+            yield _batch(part)
+    return run
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, type=pa.int64(), mask=values == NULL)
+
+
+def _batch(part: dict) -> pa.RecordBatch:
+    n = part["n"]
+    arrays = {"tag": pa.array(part["tag"], type=pa.int32()),
+              "name": pa.array([part["name"]] * n, type=pa.string())}
+    for column in ("key", "value", "offset", "time", "a", "b", "c", "d"):
+        arrays[column] = _nullable(part[column])
+    for column in LIST_COLUMNS:
+        if column in part["lists"]:
+            offsets, flat = part["lists"][column]
+            arrays[column] = pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
+                                                      pa.array(flat, type=pa.int64()))
+        else:
+            arrays[column] = pa.nulls(n, type=pa.list_(pa.int64()))
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
+
+
+# ------------------------------------------------------------ the main pass
+
+def main(t: Tables) -> DataFrame:
+    """The main pass's output, persisted on first use (cached per run in t.cache)."""
+    if "main" not in t.cache:
+        t.cache["main"] = key_pass(t, main_params(t)).persist(STORAGE)
+    return t.cache["main"]
+
+
+def main_params(t: Tables) -> Params:
+    if "params" not in t.cache:
+        prior = cross_key_facts(t)
+        t.cache["prior"] = prior
+        t.cache["params"] = Params(
+            mode="main",
+            read_txns=np.array(sorted(prior["read_txns"]), dtype=np.int64),
+            fenced=np.array(sorted({z["op"] for z in prior["fenced"]}), dtype=np.int64),
+            copier_groups=np.array(sorted(prior["copier_groups"]), dtype=np.int64),
+            drain_complete=allowed.drain_complete(t.test),
+            timeout=stuck_lso_timeout(t.test),
+            lag_bucket=lag_bucket_ns(t))
+    return t.cache["params"]
+
+
+def stuck_lso_timeout(test: dict) -> int | None:
+    """transaction.timeout.ms in ns when the run reads committed (else stuck-lso is not checked)."""
+    client = test.get("client") or {}
+    timeout_ms = client.get("transaction.timeout.ms")
+    if client.get("isolation.level") != "read_committed" or not isinstance(timeout_ms, (int, float)):
+        return None
+    return int(timeout_ms * 1_000_000)
+
+
+def lag_bucket_ns(t: Tables) -> int:
+    from checkers.stats import lag_bucket_seconds
+    return int(round(lag_bucket_seconds(duration_s(t), len(t.test["keys"])) * 1e9))
+
+
+def duration_s(t: Tables) -> float:
+    m = t.metrics
+    if not m.get("events"):
+        return 0.0
+    return max(0.0, (m["last_time"] - min(0, m["first_time"])) / 1e9)
+
+
+def cross_key_facts(t: Tables) -> dict:
+    """What the pass of one key needs to know from other keys and ops, in one
+    small job (skipped when the load saw nothing it could be about):
+    - read_txns: `info` transactions of which some send was read by an `ok`
+      op (all their sends must have happened);
+    - fenced: transactions a newer instance of their transactional.id had
+      initialised before they committed (zombie-write candidates);
+    - copier_groups: groups whose `ok` txn ops commit offsets and derive
+      outputs (consume-transform-produce)."""
+    m, rows = t.metrics, t.rows
+    parts = []
+    if m["info_txn_sends"]:
+        info_sends = rows.where((F.col("kind") == SEND_ROW) & (F.col("type") == INFO) & (F.col("f") == TXN))
+        ok_reads = (rows.where((F.col("kind") == POLL_ROW) & (F.col("type") == OK))
+                    .select("key", "value").distinct())
+        hit = info_sends.join(ok_reads, ["key", "value"], "left_semi").select("op").distinct()
+        parts.append(hit.select(F.lit("read_txn").alias("fact"), F.col("op").alias("a"),
+                                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                                F.lit(None).cast("string").alias("s")))
+    if m["ok_inits"]:
+        parts.append(_fenced(t).select(F.lit("fenced").alias("fact"), F.col("op").alias("a"),
+                                       F.col("init_op").alias("b"), F.col("commit_time").alias("c"),
+                                       F.lit(None).cast("long").alias("d"), F.col("type").alias("s")))
+    if m["derived_sends"] and m["ok_commits"]:
+        committing = (rows.where((F.col("kind") == COMMIT_ROW) & (F.col("type") == OK) & F.col("group").isNotNull()
+                                 & (F.col("f") == TXN)).select("group").distinct())
+        deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("group").distinct()
+        copiers = committing.join(deriving, "group", "left_semi")
+        parts.append(copiers.select(F.lit("copier").alias("fact"), group_hash().alias("a"),
+                                    *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                                    F.col("group").alias("s")))
+    facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}
+    if not parts:
+        return facts
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    for row in union.collect():
+        if row["fact"] == "read_txn":
+            facts["read_txns"].add(row["a"])
+        elif row["fact"] == "fenced":
+            facts["fenced"].append({"op": row["a"], "init_op": row["b"], "commit_time": row["c"], "type": row["s"]})
+        else:
+            facts["copier_groups"].add(row["a"])
+            facts["copier_names"].add(row["s"])
+    return facts
+
+
+def _fenced(t: Tables) -> DataFrame:
+    """Transactions of an older epoch whose commit came after a newer
+    instance's `init` completed `ok` (one row each, the earliest such init).
+
+    A transaction's instance is the epoch (and producer id) on its
+    completion, else the process's last `ok` init before it.
+    """
+    ops = t.ops
+    inits = ops.where((F.col("f") == INIT) & (F.col("type") == OK) & F.col("txn_id").isNotNull()
+                      & F.col("epoch").isNotNull())
+    txns = (ops.where((F.col("f") == TXN) & F.col("txn_id").isNotNull() & F.col("commit_time").isNotNull())
+            .withColumn("txn_epoch", F.coalesce("epoch", "own_epoch"))
+            .withColumn("txn_pid", F.coalesce("producer_id", "own_producer_id"))
+            .where(F.col("txn_epoch").isNotNull())
+            .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid"))
+    newer = F.broadcast(inits.select("txn_id", F.col("op").alias("init_op"), F.col("epoch").alias("new_epoch"),
+                                     F.col("producer_id").alias("new_pid"), F.col("complete_time").alias("init_done")))
+    fenced = (txns.join(newer, "txn_id")
+              .where((F.col("new_epoch") > F.col("txn_epoch")) & (F.col("init_done") < F.col("commit_time"))
+                     & (F.col("new_pid").isNull() | F.col("txn_pid").isNull()
+                        | (F.col("new_pid") == F.col("txn_pid")))))
+    first = F.min(F.struct("init_done", "init_op")).alias("first")
+    return (fenced.groupBy("op", "type", "commit_time").agg(first)
+            .select("op", "type", "commit_time", F.col("first.init_op").alias("init_op")))
+
+
+def anomalies(frame: DataFrame, names=None) -> DataFrame:
+    """The pass's anomaly rows as ANOMALY_SCHEMA (optionally only `names`)."""
+    rows = frame.where(F.col("tag") == ANOMALY)
+    if names is not None:
+        rows = rows.where(F.col("name").isin(*names))
+    return rows.select(*[F.col(f.name).cast(f.dataType) if f.name in frame.columns
+                         else F.lit(None).cast(f.dataType).alias(f.name) for f in ANOMALY_SCHEMA.fields])
+
+
+# ------------------------------------------------------------ what comes back to the driver
+
+# Output tags small enough to bring back whole (the rest stay in Spark).
+SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG)
+NEMESIS_TAG = -1
+NAMED_TAG = -2   # per key an anomaly names: the lowest offset named on it
+
+
+def example_order() -> list[F.Column]:
+    """Examples are the earliest anomalies: by time (nulls last), then key, value, offset, ..."""
+    return [F.col("time").asc_nulls_last(), F.col("key"), F.col("value"), F.col("offset"),
+            F.col("offsets"), F.col("values"), F.col("ops")]
+
+
+def small(t: Tables) -> dict:
+    """tag -> rows of the main pass's small tags (and NEMESIS_TAG -> nemesis ops)."""
+    if "small" not in t.cache:
+        collect(t, 0)
+    return t.cache["small"]
+
+
+def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
+    """One job: the small tags, the nemesis ops, and per anomaly name of the
+    main pass its count and its first `max_examples` examples (earliest first).
+    Returns (counts, examples); the small rows go to t.cache["small"]."""
+    out = main(t)
+    by_name = Window.partitionBy("name")
+    ranked = (out.where(F.col("tag") == ANOMALY)
+              .select("*", F.row_number().over(by_name.orderBy(*example_order())).alias("n"),
+                      F.count(F.lit(1)).over(by_name).alias("count"))
+              .where(F.col("n") <= max(max_examples, 1)))
+    padding = [F.lit(None).cast(t_).alias(n) for n, t_ in NEMESIS_COLUMNS]
+    rest = out.where(F.col("tag").isin(*SMALL_TAGS)).select(
+        "*", F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"))
+    nemesis = (t.rows.where((F.col("kind") == OP_ROW) & (F.col("route") == NEMESIS_ROUTE))
+               .select(F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS]))
+    nemesis = nemesis.select(*[F.col(c) if c in nemesis.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
+                               for c in OUTPUT_SCHEMA.names],
+                             F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"),
+                             *[F.col(n) for n, _ in NEMESIS_COLUMNS])
+    lowest = F.least(F.col("offset"), F.array_min(F.col("offsets")))
+    named = (out.where((F.col("tag") == ANOMALY) & F.col("key").isNotNull())
+             .groupBy("key").agg(F.min(lowest).alias("offset"))
+             .select(F.lit(NAMED_TAG).alias("tag"), "key", "offset"))
+    named = named.select(*[F.col(c) if c in named.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
+                           for c in OUTPUT_SCHEMA.names],
+                         F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"), *padding)
+    rows = (ranked.select("*", *padding).unionByName(rest.select("*", *padding)).unionByName(nemesis)
+            .unionByName(named).collect())
+    found: dict = {}
+    counts, examples = {}, {}
+    for row in rows:
+        tag = row["tag"]
+        if tag == ANOMALY:
+            counts[row["name"]] = row["count"]
+            examples.setdefault(row["name"], []).append(row)
+        else:
+            found.setdefault(tag, []).append(row)
+    for name in examples:
+        examples[name].sort(key=lambda r: r["n"])
+    t.cache["small"] = found
+    return counts, examples
+
+
+NEMESIS_COLUMNS = (("f", "string"), ("type", "string"), ("invoke_time", "long"), ("complete_time", "long"),
+                   ("value_json", "string"))
