@@ -19,6 +19,7 @@ from typing import Callable
 
 from harness.errors import GregorError
 from harness.paths import state_dir
+from harness.procfs import proc_cmdline
 
 SOCKET = "/var/run/docker.sock"
 PIDFILE = Path("/var/run/docker.pid")
@@ -91,18 +92,15 @@ def clear_stale_pidfile(pidfile: Path | None = None) -> None:
     """
     pidfile = pidfile or PIDFILE
     try:
-        pid = int(pidfile.read_text().strip() or "0")
-    except (OSError, ValueError):
-        pid = 0
-        if not pidfile.exists():
-            return
-    try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip() if pid > 0 else ""
+        text = pidfile.read_text().strip()
+    except FileNotFoundError:
+        return
     except OSError:
-        comm = ""
-    if comm == "dockerd":
-        raise GregorError(f"a dockerd (pid {pid}) runs but does not answer on {SOCKET}; "
-                          f"wait for it, or stop it (kill {pid}) and retry")
+        text = ""
+    argv = proc_cmdline(int(text)) if text.isdigit() else []
+    if argv and Path(argv[0]).name == "dockerd":
+        raise GregorError(f"a dockerd (pid {text}) runs but does not answer on {SOCKET}; "
+                          f"wait for it, or stop it (kill {text}) and retry")
     pidfile.unlink(missing_ok=True)
 
 
