@@ -101,6 +101,22 @@ def module_info(module: str, query: str, directory: str) -> dict:
     return json.loads(result.stdout)
 
 
+def module_source(module: str, version: str, directory: str) -> str:
+    """Downloads `module@version` into the module cache and returns its source folder.
+
+    `go list -m -json` names the folder only when the module is already in the
+    cache, which it never is on a fresh machine."""
+    result = _go(["mod", "download", "-json", f"{module}@{version}"], directory, timeout=600)
+    try:
+        answer = json.loads(result.stdout or "{}")
+    except ValueError:
+        answer = {}
+    if result.returncode != 0 or answer.get("Error") or not answer.get("Dir"):
+        why = answer.get("Error") or _last_line(result.stderr or result.stdout)
+        raise GregorError(f"cannot download {module}@{version} from the Go module proxy: {why}")
+    return answer["Dir"]
+
+
 def proxy_versions(module: str) -> list[str]:
     """Every version the module proxy lists (pseudo-versions too), oldest first."""
     proxy = subprocess.run([go_tool(), "env", "GOPROXY"], capture_output=True, text=True).stdout.strip()
@@ -218,7 +234,7 @@ def _build(version: str, progress: Callable[[str], None]) -> KfakeBuild:
         done = installed(resolved)
         if done is not None:
             return done
-        found = features(info["Dir"])
+        found = features(module_source(MODULE, resolved, work))
         lacking = [name for name in REQUIRED if name not in found]
         if lacking:
             raise GregorError(f"kfake {resolved} is too old for Gregor: it has no {lacking[0]} option "
