@@ -2,7 +2,10 @@
 
 The nemesis and workload lab tests are parametrised over the backends that
 backend_params.py lists, so each property is shown on every backend by the
-same test, never by a copy of it.
+same test, never by a copy of it. A test marked `first_backend_only` shows
+something the backend does not change (a workload's own logic, a broker
+setting's effect): it runs on the first backend only, unless
+$GREGOR_TEST_EVERY_BACKEND is set. That keeps CI within its time.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from backend_params import test_backends
 
 
 class LabKeeper:
@@ -67,3 +72,21 @@ def lab_keeper(ssh_hosts):
                        options=lambda backend: ssh_hosts.options() if backend == "ssh" else {})
     yield keeper
     keeper.close()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "first_backend_only: backend-independent; runs on the first "
+                                       "backend only unless GREGOR_TEST_EVERY_BACKEND is set")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselects the other backends' copies of `first_backend_only` tests."""
+    if os.environ.get("GREGOR_TEST_EVERY_BACKEND"):
+        return
+    first = (test_backends() or [None])[0]
+    dropped = [item for item in items if item.get_closest_marker("first_backend_only")
+               and getattr(item, "callspec", None) is not None
+               and item.callspec.params.get("lab", first) != first]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]

@@ -23,6 +23,7 @@ LAB_OVERRIDES = {
 }
 
 
+@pytest.mark.first_backend_only
 def test_acks_1_with_leader_kills_loses_acknowledged_writes(lab, tmp_path):
     run_dir, history, test = gregor_run(
         lab, tmp_path, "--workload", "queue", "--acks", "1", "--idempotence", "false",

@@ -66,11 +66,11 @@ def test_an_unknown_column_type_is_one_line(tmp_path):
         postgres.schema(tmp_path)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or install.installed(install.DEFAULT_VERSION) is None
-                    or shutil.which("runuser") is None, reason="needs root and a built Tansu")
+@pytest.mark.tansu_build
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and PostgreSQL")
 def test_the_real_ddl_loads_into_a_real_postgresql():
     from backend_params import lab_name
-    found = install.installed(install.DEFAULT_VERSION)
+    found = install.install(progress=print)   # waits for setup's background build, or builds
     lab = lab_name("pgschema")    # under the labs dir: the postgres user must reach it
     try:
         state = postgres.start(lab, "127.0.0.1", found.ddl, progress=lambda _m: None)

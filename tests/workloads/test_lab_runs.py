@@ -1,4 +1,5 @@
-"""Every workload against the real lab on every backend, and a run killed with SIGKILL.
+"""Every workload against the real lab, and a run killed with SIGKILL, on every backend
+(tests of a workload's own logic on the first backend only: tests/conftest.py).
 
 The lab is the session's lab of each backend (tests/conftest.py), shared
 with the nemesis tests. Runs are short (RUN_S seconds; the benchmark runs
@@ -83,6 +84,7 @@ def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
     assert test["client"]["transactional"] is True
 
 
+@pytest.mark.first_backend_only
 def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "2", "--rate", "40",
                                        "--subscribe")
@@ -92,6 +94,7 @@ def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
     assert all("group" in e for e in txns)
 
 
+@pytest.mark.first_backend_only
 def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "zombie", "--concurrency", "2", "--rate", "30",
                                        seconds=max(RUN_S, 12))
@@ -105,6 +108,7 @@ def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
     assert fenced, "a resumed zombie's transaction must fail fenced"
 
 
+@pytest.mark.first_backend_only
 def test_eos_copies_with_from_and_verifies(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100",
                                        "--keys", "4")
@@ -115,6 +119,7 @@ def test_eos_copies_with_from_and_verifies(lab, tmp_path):
     assert any(e["mops"] for e in oks(history, "poll") if e["process"] % 4 == 1)
 
 
+@pytest.mark.first_backend_only
 def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "group", "--concurrency", "4", "--rate", "100",
                                        "--auto-commit", seconds=max(RUN_S, 15))
@@ -180,8 +185,8 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
 @pytest.mark.parametrize("workload, extra", [
     ("queue", ["--concurrency", "4", "--rate", "200", "--batch", "5"]),
     ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
-    ("eos", ["--concurrency", "4", "--rate", "100", "--keys", "4"]),
-    ("zombie", ["--concurrency", "2", "--rate", "30"]),
+    pytest.param("eos", ["--concurrency", "4", "--rate", "100", "--keys", "4"], marks=pytest.mark.first_backend_only),
+    pytest.param("zombie", ["--concurrency", "2", "--rate", "30"], marks=pytest.mark.first_backend_only),
 ])
 def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path, workload, extra):
     """The real checker on real histories: with no faults, Kafka keeps its
