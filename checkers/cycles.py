@@ -187,7 +187,7 @@ def _process_spans(t: Tables) -> list[tuple]:
 def _graphs(t: Tables, intervals: dict) -> dict:
     """family -> list of (src, dst, kind, key) edges, or why it was not built."""
     params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals)
-    out = passes.key_pass(t, params).persist()
+    out = passes.key_pass(t, params).persist(t.storage)
     try:
         counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
         too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}

@@ -67,6 +67,16 @@ EVENT_SCHEMA = T.StructType([
 ])
 
 STORAGE = StorageLevel.MEMORY_AND_DISK
+# Above this much history, persisted tables go to local disk only: a 10M-event
+# history (1.4 GB) ran the 2 GB driver heap out of memory while its blocks were
+# being stored in memory (MemoryStore), whatever the partition size.
+LARGE_HISTORY_BYTES = 512 << 20
+
+
+def storage_level(history: Path) -> StorageLevel:
+    """Where a run's persisted tables live: memory (spilling to disk) for
+    ordinary runs, disk only for very large histories."""
+    return StorageLevel.DISK_ONLY if history.stat().st_size > LARGE_HISTORY_BYTES else STORAGE
 
 # Row kinds of the loaded table.
 SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW, OP_ROW, PROBLEM_ROW = range(7)
@@ -103,6 +113,7 @@ class Tables:
     metrics: dict
     directory: Path | None = None
     cache: dict = field(default_factory=dict)
+    storage: StorageLevel = field(default_factory=lambda: STORAGE)   # of every table persisted for this run
 
     @property
     def ops(self) -> DataFrame:
@@ -184,7 +195,8 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
     rows = _rows(paired_events(numbered_events(spark, history)), keys)
     rows = rows.observe(observation, *_metric_columns())
     rows = rows.where(F.col("kind").isNotNull()).drop("_pos", "_mpos", "_tight")
-    table = rows.repartition(_partitions(spark, history), "route").persist(STORAGE)
+    storage = storage_level(history)
+    table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
         table.count()
         metrics = {name: int(value or 0) for name, value in observation.get.items()}
@@ -193,7 +205,7 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
     except BaseException:
         table.unpersist()
         raise
-    return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory)
+    return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory, storage=storage)
 
 
 def _partitions(spark: SparkSession, history: Path) -> int:

@@ -25,7 +25,7 @@ from checkers.arrays import NULL
 from checkers.history import FAIL, INFO, INIT, OK, TXN
 from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
                               KeyPass, Params)
-from checkers.load import COMMIT_ROW, KEY_KINDS, NEMESIS_ROUTE, OP_ROW, POLL_ROW, SEND_ROW, STORAGE, Tables
+from checkers.load import COMMIT_ROW, KEY_KINDS, NEMESIS_ROUTE, OP_ROW, POLL_ROW, SEND_ROW, Tables
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
 # four numbers whose meaning depends on the tag.
@@ -104,7 +104,7 @@ def _batch(part: dict) -> pa.RecordBatch:
 def main(t: Tables) -> DataFrame:
     """The main pass's output, persisted on first use (cached per run in t.cache)."""
     if "main" not in t.cache:
-        t.cache["main"] = key_pass(t, main_params(t)).persist(STORAGE)
+        t.cache["main"] = key_pass(t, main_params(t)).persist(t.storage)
     return t.cache["main"]
 
 
