@@ -9,6 +9,8 @@ then a rule in that namespace, whatever the nodes are.
 from __future__ import annotations
 
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
 
@@ -62,12 +64,25 @@ def stop_emulators(tag: str, prefix: bool) -> None:
                     *(["--prefix"] if prefix else [])], capture_output=True, timeout=30)
 
 
+def kill_processes_in(ns: str) -> None:
+    """SIGKILLs whatever still runs in namespace `ns` (a server a test or a user
+    started by hand there): deleting the namespace would leave it running,
+    unreachable, with no lab to take it down."""
+    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout
+    for pid in listed.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
 def remove_namespaces(lab: str, keep: tuple[str, ...] = ()) -> int:
     """Every namespace and link named "<lab>-*" (but those in `keep`); how many namespaces."""
     prefix = f"{lab}-"
     stop_emulators(prefix, prefix=True)   # a crashed run's emulators would keep namespaces alive
     spaces = [ns for ns in netns.namespaces() if ns.startswith(prefix)]
     for ns in spaces:
+        kill_processes_in(ns)
         netns.quiet(["ip", "netns", "del", ns])
     for link in netns.links_with_prefix(prefix):
         if link not in keep:
