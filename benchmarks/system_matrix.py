@@ -46,14 +46,16 @@ def gregor(*argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([GREGOR, *argv], capture_output=True, text=True, timeout=timeout)
 
 
-def faults_started(run_dir: Path) -> int:
-    count = 0
+def history_counts(run_dir: Path) -> tuple[int, int]:
+    """(events, nemesis faults started) of a run's history, in one read."""
+    events = faults = 0
     with open(run_dir / "history.jsonl", "rb") as handle:
         for raw in handle:
+            events += 1
             event = json.loads(raw)
             if event.get("process") == "nemesis" and event.get("f") in START_F.values():
-                count += 1
-    return count
+                faults += 1
+    return events, faults
 
 
 def row(system: str, version: str | None, workload: str, nemesis: str, store: Path,
@@ -67,9 +69,10 @@ def row(system: str, version: str | None, workload: str, nemesis: str, store: Pa
     results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
     anomalies = {name: a for name, a in (results.get("anomalies") or {}).items() if int(a.get("count") or 0)}
     setup = test.get("setup") or {}
+    events, faults = history_counts(run_dir)
     return {"system": system, "version": test.get("version") or version, "workload": workload,
             "nemesis": nemesis, "verdict": results.get("verdict", f"unchecked (exit {result.returncode})"),
-            "faults": faults_started(run_dir), "events": sum(1 for _ in open(run_dir / "history.jsonl", "rb")),
+            "faults": faults, "events": events,
             "txn_version": setup.get("transaction.version", "-"),
             "drain": "complete" if (test.get("drain") or {}).get("complete") else "incomplete",
             "anomalies": ", ".join(f"{n} {a['count']}{'' if not a.get('allowed') else ' (permitted)'}"

@@ -133,5 +133,6 @@ def test_a_standalone_cluster_finds_what_local_mode_finds(cluster, spark, tmp_pa
     for n in (1, 2):
         logs = list((cluster["dir"] / f"worker{n}").glob("app-*/*/stderr"))
         assert logs, f"worker{n} ran no executor"
-    apps = master_state(cluster["ui"]).get("completedapps", []) + master_state(cluster["ui"]).get("activeapps", [])
+    state = master_state(cluster["ui"])
+    apps = state.get("completedapps", []) + state.get("activeapps", [])
     assert any(a.get("name") == "gregor-check" for a in apps)
