@@ -183,6 +183,9 @@ class TxnRunner:
 
         fill_offsets()
         commit_time = client.link.now_ns()
+        # tells the pool first: if this process is killed from here on, its op is
+        # not an open transaction (the commit may go through) but one that asked to commit
+        client.link.emit({"_committing": commit_time})
         for attempt in range(3):
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)
