@@ -508,8 +508,13 @@ class KeyPass:
 
     def liveness(self):
         """Candidates for stuck-lso: a process's first read of a value, invoked
-        more than the transaction timeout after the value's write was acknowledged.
-        Whether the reader polled the key all along is decided per process later."""
+        more than the transaction timeout after the later of the value's
+        acknowledgement and the process's previous read of that key. Until
+        that previous read the reader was still getting older records of the
+        key (a consumer catching up, e.g. a replacement that reads from the
+        beginning): behind, not held back by the last stable offset. Whether
+        the reader polled the key all along from there is decided per process
+        later."""
         c, p = self.c, self.p
         if p.timeout is None:
             return
@@ -521,10 +526,27 @@ class KeyPass:
         acks = np.flatnonzero(self.must & self.ok)
         fi, aj = join(self.kv[first], self.kv[acks])
         f, a = first[fi], acks[aj]
-        late = c["invoke_time"][f] - c["complete_time"][a] > p.timeout
-        f, a = f[late], a[late]
+        since = np.maximum(c["complete_time"][a], self._previous_read_time(reads, f))
+        late = c["invoke_time"][f] - since > p.timeout
+        f, a, since = f[late], a[late], since[late]
         self.out.add(LATE, len(f), key=c["key"][f], value=c["value"][f], offset=c["offset"][f],
-                     time=c["invoke_time"][f], a=c["pid"][f], b=c["op"][f], c=c["op"][a], d=c["complete_time"][a])
+                     time=c["invoke_time"][f], a=c["pid"][f], b=c["op"][f], c=c["op"][a], d=since)
+
+    def _previous_read_time(self, reads: np.ndarray, firsts: np.ndarray) -> np.ndarray:
+        """Per row of `firsts`: the latest completion of an `ok` read of the same
+        key by the same process that completed before the row's op was invoked
+        (NULL where none)."""
+        c = self.c
+        rows = np.concatenate([reads, firsts])
+        at = np.concatenate([c["complete_time"][reads], c["invoke_time"][firsts]])
+        is_read = np.arange(len(rows)) < len(reads)
+        pid, key = c["pid"][rows], c["key"][rows]
+        # at equal times the first read sorts before the read, which then does not count
+        perm = order(pid, key, at, is_read.astype(np.int64))
+        carried = fill_forward(at[perm], is_read[perm], starts(pid[perm], key[perm]))
+        out = np.empty(len(rows), dtype=np.int64)
+        out[perm] = carried
+        return out[len(reads):]
 
     def lag(self):
         """Per completion bucket and key, the worst time from a value's

@@ -1,8 +1,11 @@
 """Stuck LSO: a read_committed consumer kept polling a key but saw a committed value only after the txn timeout.
 
 "Throughout" is made concrete so it can be checked: take the write's
-acknowledgement, the completions of the reading process's `ok` polls *of
-that key* in between, and the invoke of the op that first read the value;
+acknowledgement, or the reader's previous read of that key when it came
+later (until then the reader was still getting older records of the key:
+behind, not held back by the last stable offset), the completions of the
+reading process's `ok` polls *of that key* in between, and the invoke of
+the op that first read the value;
 no gap between successive instants may exceed half of
 `transaction.timeout.ms`. Measuring up to the reading op's invoke (not its
 completion) keeps a slow poll that returned the value early from counting
@@ -73,8 +76,8 @@ def _checker(candidates, max_gap):
         for pid, ops in by_process.items():
             mine = [c for c in candidates if c[0] == pid]
             instants = polls_of_keys(sorted(ops, key=lambda r: r["invoke_index"]), {c[1] for c in mine})
-            for _, key, value, offset, reader, writer, ack, invoke in mine:
-                if polled_throughout(instants.get(key, []), ack, invoke, max_gap):
+            for _, key, value, offset, reader, writer, since, invoke in mine:
+                if polled_throughout(instants.get(key, []), since, invoke, max_gap):
                     out.append({"key": key, "value": value, "offset": offset, "writer": writer,
                                 "reader": reader, "time": invoke})
         if out:
@@ -105,13 +108,14 @@ def polls_of_keys(ops: list[dict], keys: set) -> dict:
     return instants
 
 
-def polled_throughout(polls: list[int], ack: int, invoke: int, max_gap: int) -> bool:
-    """Polls strictly after the ack and strictly before the invoke, with no gap
-    over max_gap from the ack through them to the invoke."""
-    first = bisect_right(polls, ack)
+def polled_throughout(polls: list[int], since: int, invoke: int, max_gap: int) -> bool:
+    """Polls strictly after `since` (the ack, or the reader's previous read of
+    the key when later) and strictly before the invoke, with no gap over
+    max_gap from `since` through them to the invoke."""
+    first = bisect_right(polls, since)
     last = bisect_left(polls, invoke) - 1
     if first >= len(polls) or last < 0 or first > last:
         return False
-    if polls[first] - ack > max_gap or invoke - polls[last] > max_gap:
+    if polls[first] - since > max_gap or invoke - polls[last] > max_gap:
         return False
     return all(b - a <= max_gap for a, b in zip(polls[first:last], polls[first + 1:last + 1]))

@@ -276,6 +276,7 @@ class _Live:
     conn: object
     process: int                        # current logical id
     pending: dict | None = None         # last invoke without completion
+    committing: int | None = None       # commit_time, once the pending txn op asked Kafka to commit
     done: bool = False
 
 
@@ -284,6 +285,19 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
     listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
     has one poll mop per record read and nothing is known to have been read."""
     return [dict(mop) for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
+def left_open_sends(completion: dict | None) -> list[dict]:
+    """The sends a replacement may send again (--resend) after its predecessor
+    was killed inside this op: all of them, unless the op is a transaction
+    that had already asked Kafka to commit (`commit_time`). Such a transaction
+    was not left open: the replacement's init_transactions does not abort it,
+    it may well have committed, and sending its writes again would make a
+    second copy that no transactional guarantee is about."""
+    if completion is None or completion.get("commit_time") is not None:
+        return []
+    return [{"f": "send", "key": m["key"], "value": m["value"]}
+            for m in completion.get("mops") or () if m.get("f") == "send"]
 
 
 def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
@@ -466,8 +480,12 @@ class ClientPool:
         if "_done" in event:
             self._finished(live)
             return
+        if "_committing" in event:
+            live.committing = event["_committing"]
+            return
         recorded = self.writer.record(event)
         live.pending = recorded if recorded["type"] == "invoke" else None
+        live.committing = None
         if self.observe:
             self.observe(recorded)
 
@@ -478,7 +496,7 @@ class ClientPool:
             self._complete_for(live, "exited")
         self._unregister(live.proc.pid)
 
-    def _complete_for(self, live: _Live, why: str) -> None:
+    def _complete_for(self, live: _Live, why: str) -> dict:
         """Records `info` for the op a dead client left open (it may have happened)."""
         invoked = live.pending
         event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
@@ -487,11 +505,15 @@ class ClientPool:
         for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked:
                 event[name] = invoked[name]
+        if live.committing is not None:
+            event["commit_time"] = live.committing
         event["error"] = why
         recorded = self.writer.record(event)
         live.pending = None
+        live.committing = None
         if self.observe:
             self.observe(recorded)
+        return recorded
 
     def _spawn(self, spec: ClientSpec) -> None:
         parent, child = self.mp.Pipe(duplex=True)
@@ -506,8 +528,8 @@ class ClientPool:
 
     def _kill_and_replace(self, slot: int) -> tuple[int, int]:
         live = self.live[slot]
-        unsure = self.pending_sends(slot) if self.resend else []
-        self._kill(live, "killed")
+        closed = self._kill(live, "killed")
+        unsure = left_open_sends(closed) if self.resend else []
         new_process = live.process + live.spec.stride
         extra = dict(live.spec.extra)
         extra.pop("resend", None)
@@ -517,9 +539,10 @@ class ClientPool:
         self._spawn(spec)
         return live.process, new_process
 
-    def _kill(self, live: _Live, why: str) -> None:
+    def _kill(self, live: _Live, why: str) -> dict | None:
+        """SIGKILL; returns the `info` completion written for its open op, if any."""
         if live.done:
-            return
+            return None
         try:
             os.kill(live.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -537,9 +560,9 @@ class ClientPool:
                 continue
             self._handle(live, event)
         live.done = True
-        if live.pending is not None:
-            self._complete_for(live, why)
+        closed = self._complete_for(live, why) if live.pending is not None else None
         self._unregister(live.proc.pid)
+        return closed
 
     def _kill_rest(self) -> None:
         for live in list(self.live.values()):

@@ -1,12 +1,13 @@
 """The `eos` workload: consume-transform-produce with exactly-once semantics.
 
 A feeder produces to the input keys continuously; copiers in one consumer
-group read the input (read_committed), write one output per input record
-inside a transaction (each output send carries `from`: the input key and
-value), commit their read positions with send_offsets_to_transaction, and
-commit; a verifier reads the output keys read_committed. Output key of
-input key K is K + (number of input keys). Output values are fresh (unique
-per key even when an input is copied twice); `from` links them to inputs.
+group read the input (read_committed, a `poll` op), then write one output
+per input record inside a transaction (each output send carries `from`: the
+input key and value), commit their read positions with
+send_offsets_to_transaction, and commit; a verifier reads the output keys
+read_committed. Output key of input key K is K + (number of input keys).
+Output values are fresh (unique per key even when an input is copied
+twice); `from` links them to inputs.
 """
 
 from __future__ import annotations
@@ -94,21 +95,29 @@ class CopierClient(Client):
             return
         abort = self.plans.rng.random() < self.plans.abort_ratio
         process = self.process
-        mode = self.spec.options.get("copier.offsets", "txn")
-        if mode == "txn":
-            done = self.runner.run(self.tp, [{"f": "poll"}], abort, consumer=self.consumer,
-                                   group=self.spec.group, rebalance=self.rebalance,
-                                   outputs=self.outputs, poll_timeout_s=0.5)
-        else:
-            done = self.copy_outside(mode, abort)
-            if done is None:
-                return
+        done = self.copy(self.spec.options.get("copier.offsets", "txn"), abort)
+        if done is None:
+            return
         if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()
 
-    def copy_outside(self, mode: str, abort: bool) -> dict | None:
-        """One copy with the input offsets committed outside the transaction."""
+    def copy(self, mode: str, abort: bool) -> dict | None:
+        """One copy: a `poll` op of the group, then a `txn` op whose invoke
+        already names every output it will write, with its `from`.
+
+        The outputs are decided before the transaction starts, as a Kafka
+        copier does (poll, then begin, produce, commit), so that a copier
+        SIGKILLed inside its transaction still leaves a history that says what
+        it read and wrote: the pool completes a killed client's op from its
+        invoke (`info`, sends kept), and the commit it had asked for may well go
+        through. Its inputs then lie below the group's next committed
+        position, read by an `ok` poll and copied by outputs the checker knows.
+
+        `mode` says where the input offsets are committed: `txn` inside the
+        transaction (send_offsets_to_transaction), `after` once it committed,
+        `before` before it begins.
+        """
         process = self.process
         polled = self.poll_op()
         if not polled or self.process != process:
@@ -118,14 +127,16 @@ class CopierClient(Client):
                               self.rebalance.assigned)
             if self.process != process:
                 return None
-        outputs = self.outputs(polled)
-        done = self.runner.run(self.tp, [], abort, group=self.spec.group, outputs=lambda _polled: outputs)
+        inside = mode == "txn"
+        done = self.runner.run(self.tp, self.outputs(polled), abort, group=self.spec.group,
+                               consumer=self.consumer if inside else None,
+                               read=polled if inside else None)
         if self.process != process:
             return done
         if done["type"] == "ok" and mode == "after":
             queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled,
                               self.rebalance.assigned)
-        elif done["type"] != "ok":
+        elif done["type"] != "ok" and not inside:
             self.runner.rewind(self.consumer, polled)   # copy them again (a live copier retries)
         return done
 

@@ -81,12 +81,13 @@ class TxnRunner:
 
     def run(self, tp: TransactionalProducer, mops: list, abort: bool, consumer=None,
             group: str | None = None, rebalance: RebalanceLog | None = None,
-            extra_invoke: dict | None = None, outputs=None, hold_s: float = 0.0,
+            extra_invoke: dict | None = None, read: list | None = None, hold_s: float = 0.0,
             poll_timeout_s: float = 0.02) -> dict:
         """Invokes, performs and completes one `txn` op; returns the completion.
 
-        `outputs(polled) -> list of send mops` lets a copier decide sends from
-        what it polled (those sends are added to the completion).
+        `read`: records an earlier op of this client polled (a copier's): like
+        the op's own polls, their positions are committed in the transaction
+        (with `group` and `consumer`) and a failed transaction rewinds to them.
         """
         client = self.client
         invoke_fields = {"txn_id": tp.txn_id}
@@ -95,7 +96,7 @@ class TxnRunner:
         invoke_fields.update(extra_invoke or {})
         client.invoke("txn", mops, **invoke_fields)
         out: list = []
-        polled: list = []
+        polled: list = list(read or [])
         delivered: dict = {}
         commit_time = None
         commit_tried = False
@@ -153,9 +154,6 @@ class TxnRunner:
                                            self.keymap, poll_no=polls)
                     out.extend(got)
                     polled.extend(got)
-            if outputs is not None:
-                for mop in outputs(polled):
-                    send(mop)
             if group and consumer is not None and polled:
                 commits = self.positions(polled)
                 if commits:
@@ -185,6 +183,9 @@ class TxnRunner:
 
         fill_offsets()
         commit_time = client.link.now_ns()
+        # tells the pool first: if this process is killed from here on, its op is
+        # not an open transaction (the commit may go through) but one that asked to commit
+        client.link.emit({"_committing": commit_time})
         for attempt in range(3):
             try:
                 producer.commit_transaction(CALL_TIMEOUT_S)

@@ -89,3 +89,37 @@ def test_no_stuck_lso_when_a_blocked_rebalance_took_the_key_away(spark, tmp_path
     """Revoked from key 0 and waiting on a paused member, it polls nothing of key 0."""
     test = base_test(client={"subscribe": True})
     assert found(spark, tmp_path, write_run, group_run(rebalanced=True), test) == []
+
+
+
+def catch_up_run(per_poll: int):
+    """Process 0 writes 12 values of key 0 (offsets 0..11), the last acked at
+    1 s. Process 1, assigned from the beginning, polls every second from 2 s
+    and reads the 11 older values back `per_poll` at a time (1: a replacement
+    catching up until 12 s, as the txn workload's do after a kill-client; 11:
+    caught up at 2 s), then polls empty, and reads the last value at 13 s."""
+    pairs = [(op(1, "assign", [], keys=[0]), 0, 100)]
+    ms = SECOND // 1000
+    for value in range(11):
+        pairs.append((op(0, "txn", [send(0, value, value)], txn_id="a", commit_time=(20 * value + 15) * ms),
+                      (20 * value + 10) * ms, (20 * value + 20) * ms))
+    pairs.append((op(0, "txn", [send(0, 11, 11)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND))
+    older = list(range(11))
+    for at in range(2, 13):
+        mops = [poll(0, v, v) for v in older[:per_poll]]
+        older = older[per_poll:]
+        pairs.append((op(1, "poll", mops), at * SECOND - 1000, at * SECOND))
+    pairs.append((op(1, "poll", [poll(0, 11, 11)]), 13 * SECOND, 13 * SECOND + 1000))
+    return sorted(timed(pairs), key=lambda e: e["time"])
+
+
+def test_no_stuck_lso_for_a_consumer_still_reading_older_records_of_the_key(spark, tmp_path, write_run):
+    """Behind, not held back: its polls kept returning older records of the
+    key until 12 s, so it waited 1 s for the last value, not 12."""
+    assert found(spark, tmp_path, write_run, catch_up_run(per_poll=1)) == []
+
+
+def test_stuck_lso_counts_from_the_readers_previous_read_of_the_key(spark, tmp_path, write_run):
+    """Caught up at 2 s, then 11 s of empty polls before the last value: stuck."""
+    rows = found(spark, tmp_path, write_run, catch_up_run(per_poll=11))
+    assert [(name, key, value) for name, key, value, _, _ in rows] == [("stuck-lso", 0, 11)]

@@ -11,7 +11,7 @@ from workloads.generators import Plans
 
 
 def make_client(spec, link):
-    return FakeClient(spec, link)
+    return CommittingClient(spec, link) if spec.role == "committer" else FakeClient(spec, link)
 
 
 class FakeClient(Client):
@@ -30,3 +30,14 @@ class FakeClient(Client):
             self.complete("info", mops, error="_MSG_TIMED_OUT")
         else:
             self.complete("ok", [dict(m, offset=self.count) for m in mops])
+
+
+class CommittingClient(FakeClient):
+    """A transactional client that has asked Kafka to commit and hangs there:
+    it tells the pool (`_committing`, as TxnRunner does) and never completes."""
+
+    def step(self):
+        mops = self.plans.sends(1)
+        self.invoke("txn", mops)
+        self.link.emit({"_committing": self.link.now_ns()})
+        time.sleep(60)

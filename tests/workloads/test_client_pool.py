@@ -2,7 +2,9 @@
 
 import os
 import signal
+import threading
 import time
+from dataclasses import replace
 
 from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outcome_mops
 from workloads.history import HistoryWriter, read_history
@@ -84,6 +86,36 @@ def test_with_resend_a_replacement_is_given_the_sends_its_predecessor_had_in_fli
     assert killed, "the killed client's op should complete as killed"
     assert [(m["key"], m["value"]) for m in seen["extra"]["resend"]] == \
         [(m["key"], m["value"]) for m in killed[0]["mops"]]
+
+
+def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
+    """It was not left open: the replacement's init does not abort it and it may
+    have committed, so sending its writes again would make a second copy
+    (catalogue producer-restart, safe side). Its `info` completion says when
+    commit was asked for."""
+    writer = HistoryWriter(str(tmp_path / "h.jsonl"))
+    pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None, resend=True)
+    spec = replace(specs(writer.start_ns, 10.0)[0], role="committer")
+    pool.spawn(spec)
+    deadline = time.monotonic() + 10
+    while pool.pending(0) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)       # it has told the pool that it asked to commit
+    ids: list = []
+    killer = threading.Thread(target=lambda: ids.extend(pool.kill_process(pool.process_of(0))), daemon=True)
+    killer.start()
+    killer.join(timeout=20)
+    assert ids, "the pool never completed the kill"
+    old = ids[0]
+    extra = dict(pool.live[0].spec.extra)
+    pool.stop_all(grace_s=1)
+    writer.close()
+    history = read_history(str(tmp_path / "h.jsonl"))
+    killed = [e for e in history if e["process"] == old and e.get("error") == "killed"]
+    assert len(killed) == 1 and killed[0]["f"] == "txn"
+    assert isinstance(killed[0].get("commit_time"), int)
+    assert killed[0]["mops"], "its sends stay listed"
+    assert "resend" not in extra
 
 
 def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):

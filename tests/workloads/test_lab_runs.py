@@ -120,6 +120,36 @@ def test_eos_copies_with_from_and_verifies(lab, tmp_path):
 
 
 @pytest.mark.first_backend_only
+def test_eos_copier_names_its_outputs_on_the_invoke_so_a_killed_copy_keeps_them(lab, tmp_path):
+    """A copier SIGKILLed inside its transaction gets its `info` completion
+    from its invoke, and the commit it had asked for can still go through
+    (its outputs and input offsets both committed). Unless the invoke names
+    the outputs and their inputs were read by an earlier `ok` poll, the
+    history forgets that copy and the checker reports its inputs as eos-lost
+    and offset-commit-loss (catalogue eos-commit-after, safe side)."""
+    _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100",
+                                       "--keys", "4", "--nemesis", "kill-client",
+                                       "--nemesis-targets", "client:copier", "--nemesis-interval", "2")
+    assert_common(test, history, out)
+    assert any(e["process"] == "nemesis" and e["f"] == "kill-client" for e in history)
+    last_read: dict = {}     # process -> (key, value) of the records its last ok poll op read
+    copies = 0
+    for event in history:
+        if event.get("group") is None or event["process"] == "nemesis":
+            continue
+        if event["f"] == "poll" and event["type"] == "ok":
+            last_read[event["process"]] = sorted((m["key"], m["value"]) for m in event["mops"])
+        elif event["f"] == "txn" and event["type"] == "invoke":
+            sources = sorted(tuple(m["from"]) for m in event["mops"] if m["f"] == "send")
+            assert sources and sources == last_read.get(event["process"]), event
+            copies += 1
+    assert copies
+    for event in history:
+        if event["f"] == "txn" and event["type"] == "info" and event.get("group"):
+            assert any("from" in m for m in event["mops"] if m["f"] == "send"), event
+
+
+@pytest.mark.first_backend_only
 def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "group", "--concurrency", "4", "--rate", "100",
                                        "--auto-commit", seconds=max(RUN_S, 15))
