@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,7 +193,11 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
         test = read_test(directory)
     keys = known_keys(test)
     rows = _rows(paired_events(numbered_events(spark, history)), keys)
-    rows = rows.where(F.col("kind").isNotNull()).drop("_pos", "_mpos")
+    # A load of its own: without this the plan of a second load of the same
+    # path would match this table in Spark's cache and be served stale rows
+    # when the file changed in between (the filter is folded away when run).
+    this_load = F.lit(uuid.uuid4().hex)
+    rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull()).drop("_pos", "_mpos")
     storage = storage_level(history)
     table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
@@ -324,7 +329,8 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
     Written as SQL text: one call builds each step, and each step names its
     columns so no big expression is copied into the next one.
     """
-    mops = "coalesce(mops, cast(array() as array<struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,from:array<bigint>>>))"
+    mop_type = "struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,from:array<bigint>>"
+    mops = f"coalesce(mops, cast(array() as array<{mop_type}>))"
     cut = f"(type = '{INVOKE}' and next_type is null)"
     n_sends = f"size({mops}.f) - size(array_remove({mops}.f, 'send'))"
     staged = paired.selectExpr(
@@ -336,16 +342,26 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         f" else least({n_sends}, 1) end as n_send_keys",
         f"case when type = '{OK}' and array_contains({mops}.f, 'poll')"
         f" then exists({mops}, m -> m.f = 'poll' and m.key is not null) else false end as reads",
-        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys",
-        f"posexplode(concat(array(cast(null as struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,"
-        f"from:array<bigint>>)), {mops})) as (_pos, m)")
+        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys")
+    # Every row of a line is one element (_pos, _mpos, m, marker_key) of one
+    # array, exploded by one generator: the op (0, 0), its mops (i, 0), the
+    # rebalance markers (0, j) and a copier send's input marker (i, 1).
+    # (A second generator over every row for the rare markers cost more.)
+    def element(pos: str, mpos: str, mop: str, marker: str) -> str:
+        return f"named_struct('p', {pos}, 'mp', {mpos}, 'm', {mop}, 'k', {marker})"
+    no_mop, no_key = f"cast(null as {mop_type})", "cast(null as bigint)"
+    no_elements = f"cast(array() as array<struct<p:int,mp:int,m:{mop_type},k:bigint>>)"
+    kept_mop = "x.f in ('send', 'poll', 'commit') and not (x.f = 'poll' and x.key is null)"
+    elements = (
+        f"concat(array({element('0', '0', no_mop, no_key)}),"
+        f" transform({mops}, (x, i) -> {element('i + 1', '0', 'x', no_key)}),"
+        f" case when _real and rebalance is not null"
+        f" then transform(_rebalance_keys, (k, j) -> {element('0', 'j + 1', no_mop, 'k')}) else {no_elements} end,"
+        f" case when _real then filter(transform({mops}, (x, i) -> {element('i + 1', '1', 'x', 'x.from[0]')}),"
+        f" e -> {kept_mop.replace('x.', 'e.m.')} and e.m.f = 'send' and size(e.m.from) = 2) else {no_elements} end)")
     kept = "_pos > 0 and _real and m.f in ('send', 'poll', 'commit') and not (m.f = 'poll' and m.key is null)"
-    rows = staged.selectExpr(
-        "*", f"{kept} as _kept",
-        "posexplode(case when _pos = 0 and _real and rebalance is not null"
-        " then concat(array(cast(null as bigint)), _rebalance_keys)"
-        f" when {kept} and m.f = 'send' and size(m.from) = 2 then array(cast(null as bigint), m.from[0])"
-        " else array(cast(null as bigint)) end) as (_mpos, marker_key)")
+    rows = staged.selectExpr("*", f"inline({elements}) as (_pos, _mpos, m, marker_key)").selectExpr(
+        "*", f"{kept} as _kept")
     known = "array(" + ", ".join(f"cast({k} as bigint)" for k in keys) + ")"
     in_known = ", ".join(str(k) for k in keys)
     op_elem, mop_elem = "(_pos = 0 and _mpos = 0)", "(_pos > 0 and _mpos = 0)"
