@@ -7,20 +7,21 @@ micro-operation, marker rows for rebalances and consume-transform-produce
 inputs, and `problem` rows for lines that break the format. These rows are
 shuffled once by `route` (the key of a mop row, a per-process route for an
 op row) and kept as one persisted table, so that every later pass reads it
-instead of the history. Nothing of the history reaches the driver: counts
-come back as metrics of that same job, and only the first bad line, if any,
-is fetched to name it in a one-line error.
+instead of the history. Nothing of the history reaches the driver: the job
+that stores the table also counts over it (one row comes back), and only the
+first bad line, if any, is fetched to name it in a one-line error.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -191,15 +192,20 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
     if test is None:
         test = read_test(directory)
     keys = known_keys(test)
-    observation = Observation()
     rows = _rows(paired_events(numbered_events(spark, history)), keys)
-    rows = rows.observe(observation, *_metric_columns())
-    rows = rows.where(F.col("kind").isNotNull()).drop("_pos", "_mpos", "_tight")
+    # A load of its own: without this the plan of a second load of the same
+    # path would match this table in Spark's cache and be served stale rows
+    # when the file changed in between (the filter is folded away when run).
+    this_load = F.lit(uuid.uuid4().hex)
+    rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull()).drop("_pos", "_mpos")
     storage = storage_level(history)
     table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
-        table.count()
-        metrics = {name: int(value or 0) for name, value in observation.get.items()}
+        # The job that stores the table also counts, over the stored rows: an
+        # Observation on the rows before the shuffle cost a seventh of the
+        # load (an uncompiled operator that also splits the compiled stage).
+        counted = table.agg(*_metric_columns()).collect()[0]
+        metrics = {name: int(counted[name] or 0) for name in counted.asDict()}
         if metrics["problems"]:
             raise _first_problem(table, history)
     except BaseException:
@@ -323,7 +329,8 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
     Written as SQL text: one call builds each step, and each step names its
     columns so no big expression is copied into the next one.
     """
-    mops = "coalesce(mops, cast(array() as array<struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,from:array<bigint>>>))"
+    mop_type = "struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,from:array<bigint>>"
+    mops = f"coalesce(mops, cast(array() as array<{mop_type}>))"
     cut = f"(type = '{INVOKE}' and next_type is null)"
     n_sends = f"size({mops}.f) - size(array_remove({mops}.f, 'send'))"
     staged = paired.selectExpr(
@@ -335,16 +342,26 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         f" else least({n_sends}, 1) end as n_send_keys",
         f"case when type = '{OK}' and array_contains({mops}.f, 'poll')"
         f" then exists({mops}, m -> m.f = 'poll' and m.key is not null) else false end as reads",
-        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys",
-        f"posexplode(concat(array(cast(null as struct<f:string,key:bigint,value:bigint,offset:bigint,poll:int,"
-        f"from:array<bigint>>)), {mops})) as (_pos, m)")
+        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys")
+    # Every row of a line is one element (_pos, _mpos, m, marker_key) of one
+    # array, exploded by one generator: the op (0, 0), its mops (i, 0), the
+    # rebalance markers (0, j) and a copier send's input marker (i, 1).
+    # (A second generator over every row for the rare markers cost more.)
+    def element(pos: str, mpos: str, mop: str, marker: str) -> str:
+        return f"named_struct('p', {pos}, 'mp', {mpos}, 'm', {mop}, 'k', {marker})"
+    no_mop, no_key = f"cast(null as {mop_type})", "cast(null as bigint)"
+    no_elements = f"cast(array() as array<struct<p:int,mp:int,m:{mop_type},k:bigint>>)"
+    kept_mop = "x.f in ('send', 'poll', 'commit') and not (x.f = 'poll' and x.key is null)"
+    elements = (
+        f"concat(array({element('0', '0', no_mop, no_key)}),"
+        f" transform({mops}, (x, i) -> {element('i + 1', '0', 'x', no_key)}),"
+        f" case when _real and rebalance is not null"
+        f" then transform(_rebalance_keys, (k, j) -> {element('0', 'j + 1', no_mop, 'k')}) else {no_elements} end,"
+        f" case when _real then filter(transform({mops}, (x, i) -> {element('i + 1', '1', 'x', 'x.from[0]')}),"
+        f" e -> {kept_mop.replace('x.', 'e.m.')} and e.m.f = 'send' and size(e.m.from) = 2) else {no_elements} end)")
     kept = "_pos > 0 and _real and m.f in ('send', 'poll', 'commit') and not (m.f = 'poll' and m.key is null)"
-    rows = staged.selectExpr(
-        "*", f"{kept} as _kept",
-        "posexplode(case when _pos = 0 and _real and rebalance is not null"
-        " then concat(array(cast(null as bigint)), _rebalance_keys)"
-        f" when {kept} and m.f = 'send' and size(m.from) = 2 then array(cast(null as bigint), m.from[0])"
-        " else array(cast(null as bigint)) end) as (_mpos, marker_key)")
+    rows = staged.selectExpr("*", f"inline({elements}) as (_pos, _mpos, m, marker_key)").selectExpr(
+        "*", f"{kept} as _kept")
     known = "array(" + ", ".join(f"cast({k} as bigint)" for k in keys) + ")"
     in_known = ", ".join(str(k) for k in keys)
     op_elem, mop_elem = "(_pos = 0 and _mpos = 0)", "(_pos > 0 and _mpos = 0)"
@@ -422,10 +439,14 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
 
 
 def _metric_columns() -> list[F.Column]:
-    """What the load counts on the way (Observation metrics, no job of their own)."""
+    """What the load counts, over the stored table (kind is never null there).
+
+    `events` is the last line's number: every line is an event, and the last
+    one always leaves a row (a completion, or an invoke cut short, is an op
+    row; a bad line a problem row). `_tight` is kept in the table for this.
+    """
     client_op = f"kind = {OP_ROW} and process != '{NEMESIS}'"
     counts = {
-        "events": "_pos = 0 and _mpos = 0",
         "problems": f"kind = {PROBLEM_ROW}",
         "ops": client_op,
         "ok": f"{client_op} and type = '{OK}'",
@@ -440,7 +461,8 @@ def _metric_columns() -> list[F.Column]:
         "resets": f"kind = {OP_ROW} and f in ('{ASSIGN}', '{SUBSCRIBE}')",
         "tight": "_tight",
     }
-    return ([F.expr(f"sum(case when {condition} then 1 else 0 end)").alias(name) for name, condition in counts.items()]
+    return ([F.expr("max(line)").alias("events")]
+            + [F.expr(f"sum(case when {condition} then 1 else 0 end)").alias(name) for name, condition in counts.items()]
             + [F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
                F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time")])
 
