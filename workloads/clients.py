@@ -296,8 +296,13 @@ def left_open_sends(completion: dict | None) -> list[dict]:
     second copy that no transactional guarantee is about."""
     if completion is None or completion.get("commit_time") is not None:
         return []
+    return sends_of(completion)
+
+
+def sends_of(event: dict | None) -> list[dict]:
+    """An op's sends as fresh send mops (key and value only), to send again."""
     return [{"f": "send", "key": m["key"], "value": m["value"]}
-            for m in completion.get("mops") or () if m.get("f") == "send"]
+            for m in (event or {}).get("mops") or () if m.get("f") == "send"]
 
 
 def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
@@ -384,8 +389,7 @@ class ClientPool:
         with self.lock:
             live = self.live.get(slot)
             pending = live.pending if live else None
-        return [{"f": "send", "key": m["key"], "value": m["value"]}
-                for m in (pending or {}).get("mops") or () if m.get("f") == "send"]
+        return sends_of(pending)
 
     def infos(self) -> list[ClientInfo]:
         with self.lock:

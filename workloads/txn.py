@@ -27,6 +27,7 @@ from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_produc
 MIN_CONCURRENCY = 1
 ABORTED_ON_PURPOSE = "aborted-on-purpose"
 CALL_TIMEOUT_S = 10.0
+POLL_TIMEOUT_S = 0.02    # a poll mop inside a transaction: short, the transaction is open
 
 
 def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
@@ -81,8 +82,7 @@ class TxnRunner:
 
     def run(self, tp: TransactionalProducer, mops: list, abort: bool, consumer=None,
             group: str | None = None, rebalance: RebalanceLog | None = None,
-            extra_invoke: dict | None = None, read: list | None = None, hold_s: float = 0.0,
-            poll_timeout_s: float = 0.02) -> dict:
+            extra_invoke: dict | None = None, read: list | None = None, hold_s: float = 0.0) -> dict:
         """Invokes, performs and completes one `txn` op; returns the completion.
 
         `read`: records an earlier op of this client polled (a copier's): like
@@ -150,7 +150,7 @@ class TxnRunner:
                     send(dict(mop))
                 elif consumer is not None:
                     polls += 1
-                    got, _ = read_messages(consumer.consume(num_messages=50, timeout=poll_timeout_s),
+                    got, _ = read_messages(consumer.consume(num_messages=50, timeout=POLL_TIMEOUT_S),
                                            self.keymap, poll_no=polls)
                     out.extend(got)
                     polled.extend(got)
