@@ -23,7 +23,7 @@ from pyspark.sql import Window
 from checkers import allowed as permissions
 from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
 from checkers.elle import elle_section
-from checkers.load import Tables, load
+from checkers.load import Tables, history_path, load
 from checkers.pictures import named_offsets, partitions
 from checkers.spark import get_spark
 from checkers.stats import compute_stats
@@ -182,7 +182,7 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     session (the test suite, a service) stays flat.
     """
     directory = Path(path)
-    spark = spark or get_spark()
+    spark = spark or get_spark(history_bytes=history_path(directory).stat().st_size)
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
     started = time.monotonic()
     t = load(directory, spark)

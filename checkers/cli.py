@@ -62,7 +62,8 @@ def run_check(args) -> int:
         raise GregorError(f"--elle-jar {args.elle_jar}: no such file")
     conf = parse_conf(args.spark_conf)
     _check_run_files(args.dir)  # fail in a second, before a JVM starts
-    spark = get_spark(args.spark_master, conf)
+    history = os.path.join(args.dir, "history.jsonl")
+    spark = get_spark(args.spark_master, conf, history_bytes=os.path.getsize(history))
     result = check_dir(args.dir, spark=spark, max_examples=args.examples, elle_jar=args.elle_jar,
                        progress=lambda line: print(line, flush=True))
     print(summary(result))

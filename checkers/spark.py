@@ -67,11 +67,14 @@ def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
     return conf
 
 
-def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None):
+def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
+              history_bytes: int | None = None, fast_start: bool = True):
     """Returns a (possibly already running) SparkSession with Gregor's defaults.
 
     ``master`` falls back to $GREGOR_SPARK_MASTER, then local[2]. ``conf``
-    overrides any default.
+    overrides any default. A new driver JVM starts fast (checkers/jvm_start.py)
+    unless ``fast_start`` is false; ``history_bytes``, the size of the one
+    history this session is for, lets it pick the JIT that suits that size.
     """
     from pyspark.sql import SparkSession
 
@@ -83,6 +86,10 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None):
     # the user names another one (PYSPARK_PYTHON or spark.pyspark.python).
     os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))
     settings = dict(DEFAULT_CONF)
+    if fast_start:
+        from checkers.jvm_start import java_options
+
+        settings["spark.driver.defaultJavaOptions"] += " " + java_options(master, history_bytes)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master)
     for key, value in settings.items():

@@ -176,7 +176,10 @@ class Nemesis:
         fetch) are dropped, while the controller quorum and the clients still
         reach it; once the cluster reports the leader as the only in-sync
         replica (or after LONE_LEADER_WAIT_S) the leader takes writes alone
-        for LONE_LEADER_WRITES_S, then gets SIGKILL, and the fault is held."""
+        for LONE_LEADER_WRITES_S, then dies, and the fault is held. It dies
+        by a power cut when the lab keeps its data on powerfs (what it never
+        fsynced is gone too, as after a real one), else by SIGKILL (its page
+        cache survives)."""
         leader = target.nodes[0]
         key = target.role.split(":", 1)[1]
         topic, partition = self.ctx.test["keys"][key]
@@ -189,9 +192,14 @@ class Nemesis:
         isr = self._wait_lone(topic, int(partition), leader, started + LONE_LEADER_WAIT_S)
         shrunk_s = round(time.monotonic() - started, 3)
         time.sleep(LONE_LEADER_WRITES_S)
-        killed = kill.kill_nodes(self.lab, [leader])
+        if self.lab.storage == "powerfs":
+            lost = power.cut_power(self.lab, [leader])
+            end = {"death": "power-loss", "killed": [leader], "lost": lost,
+                   "lost_bytes": sum(n["lost_bytes"] for n in lost.values())}
+        else:
+            end = {"death": "kill", "killed": kill.kill_nodes(self.lab, [leader])}
         return entry, fault_value([leader], role=target.role, cut_from=others, port=port,
-                                  isr=isr, isr_alone=isr == [leader], waited_s=shrunk_s, killed=killed)
+                                  isr=isr, isr_alone=isr == [leader], waited_s=shrunk_s, **end)
 
     def _wait_lone(self, topic: str, partition: int, leader: str, until: float) -> list[str]:
         """The partition's ISR (node names) once it is the leader alone, or at `until`."""

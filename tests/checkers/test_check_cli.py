@@ -66,7 +66,7 @@ def test_invalid_result_exits_1_and_prints_permissions(monkeypatch, tmp_path, ca
             "anomalies": {"lost-write": {"count": 2, "allowed": False, "why_allowed": None},
                           "duplicate": {"count": 312, "allowed": True, "why_allowed": "enable.idempotence=false"}},
             "stats": {"ops": 10, "ok": 9, "info": 1, "fail": 0}, "checker": {"seconds": 1.0}}
-    monkeypatch.setattr("checkers.spark.get_spark", lambda master=None, conf=None: None)
+    monkeypatch.setattr("checkers.spark.get_spark", lambda master=None, conf=None, **_: None)
     monkeypatch.setattr("checkers.check.check_dir", lambda *a, **k: fake)
     assert main(["check", str(run)]) == 1
     out = capsys.readouterr().out

@@ -76,6 +76,31 @@ def test_a_power_cut_keeps_fsynced_files_and_loses_unsynced_ones(lab):
     lab.wait_healthy(timeout=90)
 
 
+def test_a_lone_leader_on_powerfs_dies_by_a_power_cut_and_comes_back(lab):
+    """lone-leader's end on this lab: the ISR's last member loses power, not
+    just its process, so the records it took are gone unless fsynced."""
+    from confluent_kafka import Producer
+
+    lab.admin().create_topic("lone", partitions=1, replication_factor=3)
+    producer = Producer({"bootstrap.servers": lab.bootstrap_servers, "acks": "all"})
+    for value in range(200):
+        producer.produce("lone", value=str(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    ctx = ListContext(lab, keys={"0": ["lone", 0]})
+    nemesis = Nemesis(ctx, Ledger.for_lab(lab.name), random.Random(1))
+    entry = nemesis.start(Step("lone-leader", "leader:0", quiet_s=0, hold_s=0))
+    assert entry is not None
+    start = ctx.events[-1]
+    assert start["f"] == "start-lone-leader" and start["value"]["death"] == "power-loss"
+    (leader,) = start["value"]["nodes"]
+    assert lab.node(leader).state() == "dead"
+    assert start["value"]["lost_bytes"] > 0   # the partition's records were never fsynced
+    healed = nemesis.stop(entry)
+    assert healed["healed"] == [leader] and healed["started"] == [leader]
+    assert lab.node(leader).state() == "running" and Ledger.for_lab(lab.name).entries() == []
+    lab.wait_healthy(timeout=90)
+
+
 def test_a_backend_without_powerfs_refuses_the_fault_in_one_line():
     from harness.controller.run_cli import check_faults_possible
     with pytest.raises(GregorError, match="docker backend cannot inject power-loss"):

@@ -1,0 +1,51 @@
+"""The driver JVM's fast start: which options a session gets, and that a real
+`gregor check` maps Spark's classes from the archive ./setup made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from checker_histories import History, poll, send
+
+from checkers import jvm_start
+
+
+def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(monkeypatch, tmp_path):
+    archive = tmp_path / "driver.jsa"
+    monkeypatch.setattr(jvm_start, "archive_path", lambda: archive)
+    quick = "-XX:TieredStopAtLevel=1"
+    assert quick in jvm_start.java_options("local[2]", 4096)
+    assert quick in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES)
+    assert quick not in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES + 1)
+    assert quick not in jvm_start.java_options("local[2]", None)   # a long-lived session: sizes unknown
+    assert quick not in jvm_start.java_options("spark://m:7077", 4096)
+    assert "SharedArchiveFile" not in jvm_start.java_options("local[2]", 4096)   # none made yet
+    archive.write_bytes(b"x")
+    assert f"-XX:SharedArchiveFile={archive}" in jvm_start.java_options("spark://m:7077", None)
+
+
+def test_the_archive_names_this_java_and_this_pyspark():
+    path = jvm_start.archive_path()
+    assert path.parent.name == "spark-cds" and path.suffix == ".jsa"
+    assert path == jvm_start.archive_path()   # stable between calls
+
+
+def test_gregor_check_maps_sparks_classes_from_the_archive(tmp_path):
+    # ./setup made it; a machine without one makes it here (about 40 s).
+    if not jvm_start.archive_path().is_file():
+        jvm_start.build_archive(progress=lambda _line: None)
+    h = History()
+    for value in range(20):
+        h.op(0, "send", [send(0, value, value)])
+        h.op(1, "poll", [poll(0, value, value)])
+    run = h.write(tmp_path / "run")
+    classes = tmp_path / "classes.log"
+    done = subprocess.run([str(Path(sys.executable).parent / "gregor"), "check", str(run), "--spark-conf",
+                           f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={classes}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    session = [line for line in classes.read_text().splitlines()
+               if " org.apache.spark.sql.SparkSession " in line]
+    assert session and "shared objects file (top)" in session[0], session
