@@ -1,0 +1,83 @@
+"""Where the checker's load spends its time, stage by stage, on one history.
+
+    .venv/bin/python benchmarks/bench_load_stages.py [--events 1000000] [--repeats 2]
+
+Generates a history like bench_checkers.py's (or takes --run DIR), then times,
+in one warm Spark session, each stage of checkers/load.py written to Spark's
+no-op sink (every column computed, nothing stored): the parse with line
+numbers, the pairing of invokes and completions (a window per process), the
+rows (one per op, mop and marker), then the whole load (the shuffle by
+route, the persist and the metrics). The first repeat includes the JIT's
+warm-up; the last one is the figure to compare. The gap between the parse
+and the whole load is what a one-shuffle load would save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_checkers import generate  # noqa: E402
+from checkers import load as stages  # noqa: E402
+from checkers.spark import get_spark  # noqa: E402
+
+
+def _noop(frame) -> None:
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def measure(spark, run: Path) -> dict[str, float]:
+    history = run / "history.jsonl"
+    keys = stages.known_keys(stages.read_test(run))
+    steps = {
+        "parse": lambda: _noop(stages.numbered_events(spark, history)),
+        "parse + pairing": lambda: _noop(stages.paired_events(stages.numbered_events(spark, history))),
+        "parse + pairing + rows": lambda: _noop(
+            stages._rows(stages.paired_events(stages.numbered_events(spark, history)), keys)),
+        "whole load": lambda: stages.load(run, spark).release(),
+    }
+    out = {}
+    for name, step in steps.items():
+        started = time.monotonic()
+        step()
+        out[name] = time.monotonic() - started
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events to generate (default 1,000,000)")
+    parser.add_argument("--run", type=Path, help="an existing run directory instead of a generated one")
+    parser.add_argument("--repeats", type=int, default=2, help="repeats in the one session (default 2)")
+    args = parser.parse_args(argv)
+    scratch = None
+    if args.run is None:
+        scratch = Path(tempfile.mkdtemp(prefix="bench-load-stages-"))
+        run = scratch / "run"
+        print(f"generating {args.events:,} events ...", flush=True)
+        events = generate(run, args.events)["events"]
+    else:
+        run = args.run
+        events = sum(1 for _ in open(run / "history.jsonl"))
+    try:
+        spark = get_spark(None, {"spark.driver.memory": "2g"})
+        for repeat in range(1, args.repeats + 1):
+            figures = measure(spark, run)
+            print(f"repeat {repeat}, {events:,} events:")
+            for name, seconds in figures.items():
+                print(f"  {name:24} {seconds:6.1f}s  {events / seconds:10,.0f} events/s", flush=True)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
