@@ -193,9 +193,8 @@ class Nemesis:
         shrunk_s = round(time.monotonic() - started, 3)
         time.sleep(LONE_LEADER_WRITES_S)
         if self.lab.storage == "powerfs":
-            lost = power.cut_power(self.lab, [leader])
-            end = {"death": "power-loss", "killed": [leader], "lost": lost,
-                   "lost_bytes": sum(n["lost_bytes"] for n in lost.values())}
+            end = {"death": "power-loss", "killed": [leader],
+                   **power.lost_fields(power.cut_power(self.lab, [leader]))}
         else:
             end = {"death": "kill", "killed": kill.kill_nodes(self.lab, [leader])}
         return entry, fault_value([leader], role=target.role, cut_from=others, port=port,
@@ -218,8 +217,8 @@ class Nemesis:
         power.require_powerfs(self.lab)
         entry = self.ledger.add({"fault": "power-loss", "nodes": list(target.nodes), "role": target.role})
         lost = power.cut_power(self.lab, target.nodes)
-        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes), lost=lost,
-                                  lost_bytes=sum(n["lost_bytes"] for n in lost.values()))
+        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes),
+                                  **power.lost_fields(lost))
 
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]

@@ -35,3 +35,8 @@ def cut_power(lab, names) -> dict[str, dict]:
                       "files": [{"file": f["file"], "lost_bytes": f["lost_bytes"], "size": f["size"],
                                  "kept": f["kept"]} for f in report["files"]]}
     return lost
+
+
+def lost_fields(lost: dict[str, dict]) -> dict:
+    """The history's fields for a cut (docs/HISTORY.md, `power-off`): per node, then in all."""
+    return {"lost": lost, "lost_bytes": sum(n["lost_bytes"] for n in lost.values())}
