@@ -61,6 +61,7 @@ class Nemesis:
         """Applies one step; returns its ledger entry (to heal later), or
         None when nothing was applied (the role did not exist)."""
         f = START_F[step.fault]
+        self.resolver.wait_for(step.target)
         self._record("invoke", f, fault_value([], **step.intent()))
         entry = None
         try:

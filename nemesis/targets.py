@@ -10,6 +10,7 @@ node name. A role the system does not have is skipped, never guessed.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 from harness.errors import GregorError
@@ -19,6 +20,8 @@ from harness.protocols import RoleUnavailable
 # "group:G" name one precise instance.
 KINDS = ("one", "leader", "controller", "coordinator", "minority", "majority", "all", "client")
 PREFIXED = ("leader", "node", "txn", "group", "client")
+# client:ROLE:busy: a client working on records it polled, for this long at least
+BUSY_MIN_S, BUSY_WAIT_S = 0.1, 5.0
 
 
 class TargetUnavailable(Exception):
@@ -50,6 +53,8 @@ def parse_target(text: str) -> str:
     if kind in KINDS and not sep:
         return spec
     if kind in PREFIXED and sep and arg:
+        if kind == "client" and ":" in arg and arg.split(":", 1)[1] != "busy":
+            raise GregorError(f"target {spec!r}: the only state after 'client:ROLE:' is busy, e.g. client:member:busy")
         if kind == "leader" and not arg.lstrip("-").isdigit():
             raise GregorError(f"target {spec!r}: the key after 'leader:' must be an integer, e.g. leader:3")
         return spec
@@ -146,11 +151,33 @@ class TargetResolver:
     def _group_coordinator(self, group: str) -> Target:
         return Target(f"group-coordinator:{group}", (self._role(lambda roles: roles.group_coordinator(group)),))
 
+    def wait_for(self, spec: str) -> None:
+        """Before a step's invoke: for `client:ROLE:busy`, waits (up to
+        BUSY_WAIT_S) until such a client exists, so the op itself stays short
+        (the nemesis is one process of the history, and the workloads'
+        conductors record as it too)."""
+        kind, _, arg = spec.strip().partition(":")
+        if kind != "client" or not arg.endswith(":busy"):
+            return
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while not self._matching_clients(arg) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def _matching_clients(self, arg: str, need_place: bool = False) -> list:
+        """`client:ROLE:busy` takes only a client that has worked on records it
+        polled for at least BUSY_MIN_S: a kill then lands inside the window an
+        auto commit can leave unprocessed."""
+        role, _, state = arg.partition(":")
+        return [c for c in self._clients()
+                if (not role or c.role == role) and (c.place or not need_place)
+                and (state != "busy" or (c.busy_s or 0) >= BUSY_MIN_S)]
+
     def _client(self, role: str | None, need_place: bool = False) -> Target:
-        clients = [c for c in self._clients()
-                   if (role is None or c.role == role) and (c.place or not need_place)]
+        clients = self._matching_clients(role or "", need_place)
+        role, _, state = (role or "").partition(":")
         if not clients:
             wanted = f" with role {role!r}" if role else ""
+            wanted += f" busy for {BUSY_MIN_S:g} s (waited up to {BUSY_WAIT_S:g} s)" if state == "busy" else ""
             wanted += " and a place of its own" if need_place else ""
             raise TargetUnavailable(f"no live client process{wanted} to target")
         client = self.rng.choice(sorted(clients, key=lambda c: c.process))

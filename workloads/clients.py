@@ -277,6 +277,8 @@ class _Live:
     process: int                        # current logical id
     pending: dict | None = None         # last invoke without completion
     committing: int | None = None       # commit_time, once the pending txn op asked Kafka to commit
+    polled: list | None = None          # poll mops the pending op received, told before it processed them
+    polled_at: float = 0.0              # time.monotonic() when it told them
     done: bool = False
 
 
@@ -392,10 +394,12 @@ class ClientPool:
         return sends_of(pending)
 
     def infos(self) -> list[ClientInfo]:
+        now = time.monotonic()
         with self.lock:
             return [ClientInfo(process=l.process, pid=l.proc.pid, role=l.spec.role,
                                txn_id=l.spec.txn_id, group=l.spec.group,
-                               place=l.spec.place.name if l.spec.place is not None else None)
+                               place=l.spec.place.name if l.spec.place is not None else None,
+                               busy_s=now - l.polled_at if l.polled is not None and l.pending else None)
                     for l in self.live.values() if not l.done]
 
     def alive(self) -> int:
@@ -487,9 +491,12 @@ class ClientPool:
         if "_committing" in event:
             live.committing = event["_committing"]
             return
+        if "_polled" in event:
+            live.polled, live.polled_at = event["_polled"], time.monotonic()
+            return
         recorded = self.writer.record(event)
         live.pending = recorded if recorded["type"] == "invoke" else None
-        live.committing = None
+        live.committing = live.polled = None
         if self.observe:
             self.observe(recorded)
 
@@ -505,7 +512,9 @@ class ClientPool:
         invoked = live.pending
         event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
         if "mops" in invoked:
-            event["mops"] = unknown_outcome_mops(invoked["mops"])
+            # the records it had received are read (docs/HISTORY.md: a completion's
+            # polls list the records received before the failure)
+            event["mops"] = unknown_outcome_mops(invoked["mops"]) + list(live.polled or [])
         for name in ("keys", "txn_id", "group", "resend"):
             if name in invoked:
                 event[name] = invoked[name]
@@ -514,7 +523,7 @@ class ClientPool:
         event["error"] = why
         recorded = self.writer.record(event)
         live.pending = None
-        live.committing = None
+        live.committing = live.polled = None
         if self.observe:
             self.observe(recorded)
         return recorded

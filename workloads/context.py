@@ -17,6 +17,7 @@ class ClientInfo:
     txn_id: str | None
     group: str | None
     place: str | None   # the name of the client's own place (lab.client_place), if it has one
+    busy_s: float | None = None   # how long it has worked on records its op polled (None: it is not)
 
 
 class RunContext:

@@ -161,6 +161,8 @@ class ConsumerClient(Client):
         mops, _transient = read_messages(messages, self.keymap)
         process_ms = int(self.spec.options.get("process.ms") or 0)
         if mops and process_ms:
+            # tells the pool first: a kill while it works still lists what it read
+            self.link.emit({"_polled": mops})
             time.sleep(process_ms / 1000)   # the work on what was polled, before the op completes
         self.complete("ok", mops, **self.rebalance_fields())
         self.record_auto_commits()

@@ -20,6 +20,7 @@ class ClientInfo:
     txn_id: str | None = None
     group: str | None = None
     place: str | None = None
+    busy_s: float | None = None
 
 
 class ListContext:

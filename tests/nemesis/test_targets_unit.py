@@ -19,7 +19,8 @@ from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
 from nemesis.runner import NemesisRunner
 from nemesis.schedule import Step
-from nemesis.targets import TargetResolver, TargetUnavailable
+from nemesis import targets
+from nemesis.targets import TargetResolver, TargetUnavailable, parse_target
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Client:
     txn_id: str | None = None
     group: str | None = None
     place: str | None = None
+    busy_s: float | None = None
 
 
 class ScriptedRoles:
@@ -204,3 +206,25 @@ def test_runner_heals_what_is_in_force_when_stopped_and_stop_is_idempotent(world
     assert ctx.events[-1]["f"] == "start" and lab.node("n2").state() == "running"
     assert runner.schedule_summary()["counts"]["kill"] == len(kills)
     assert not (tmp_path / "unit-faults.json").exists()
+
+
+def test_a_busy_client_target_takes_only_a_client_working_on_what_it_polled(world, monkeypatch):
+    lab, ctx, _ = world
+    ctx._clients = [Client(1, 11, "member"), Client(2, 12, "member", busy_s=0.05),
+                    Client(3, 13, "member", busy_s=0.4), Client(4, 14, "producer", busy_s=0.9)]
+    r = resolver(world)
+    assert {r.resolve("client:member:busy").clients[0].process for _ in range(20)} == {3}
+    assert {r.resolve("client:member").clients[0].process for _ in range(40)} == {1, 2, 3}
+    monkeypatch.setattr(targets, "BUSY_WAIT_S", 0.1)
+    ctx._clients = ctx._clients[:2]
+    started = time.monotonic()
+    r.wait_for("client:member:busy")              # before the invoke, so the op stays short
+    assert time.monotonic() - started >= 0.1
+    started = time.monotonic()
+    r.wait_for("client:member")                   # nothing to wait for
+    assert time.monotonic() - started < 0.05
+    with pytest.raises(TargetUnavailable, match="busy for 0.1 s"):
+        r.resolve("client:member:busy")
+    assert parse_target("client:member:busy") == "client:member:busy"
+    with pytest.raises(GregorError, match="the only state after 'client:ROLE:' is busy"):
+        parse_target("client:member:idle")

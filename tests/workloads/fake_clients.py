@@ -11,7 +11,8 @@ from workloads.generators import Plans
 
 
 def make_client(spec, link):
-    return CommittingClient(spec, link) if spec.role == "committer" else FakeClient(spec, link)
+    kinds = {"committer": CommittingClient, "processor": ProcessingConsumer}
+    return kinds.get(spec.role, FakeClient)(spec, link)
 
 
 class FakeClient(Client):
@@ -40,4 +41,15 @@ class CommittingClient(FakeClient):
         mops = self.plans.sends(1)
         self.invoke("txn", mops)
         self.link.emit({"_committing": self.link.now_ns()})
+        time.sleep(60)
+
+
+class ProcessingConsumer(FakeClient):
+    """A consumer that has polled two records and works on them: it tells the
+    pool what it read (`_polled`, as the queue consumer does) and never completes."""
+
+    def step(self):
+        self.invoke("poll", [{"f": "poll"}], group="g")
+        polled = [{"f": "poll", "key": 0, "offset": 3, "value": 30}, {"f": "poll", "key": 1, "offset": 5, "value": 51}]
+        self.link.emit({"_polled": polled})
         time.sleep(60)

@@ -118,6 +118,25 @@ def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
     assert "resend" not in extra
 
 
+def test_a_consumer_killed_while_it_processes_lists_what_it_had_read(tmp_path):
+    """docs/HISTORY.md: the polls of an `info` completion list the records
+    received before the failure; a killed consumer cannot say so itself."""
+    writer = HistoryWriter(str(tmp_path / "h.jsonl"))
+    pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
+    pool.spawn(replace(specs(writer.start_ns, 10.0)[0], role="processor"))
+    deadline = time.monotonic() + 10
+    while pool.pending(0) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)       # it has told the pool what it polled
+    old, _new = pool.kill_process(pool.process_of(0))
+    pool.stop_all(grace_s=1)
+    writer.close()
+    killed = [e for e in read_history(str(tmp_path / "h.jsonl")) if e["process"] == old and e["type"] == "info"]
+    assert len(killed) == 1 and killed[0]["f"] == "poll" and killed[0]["group"] == "g"
+    assert killed[0]["mops"] == [{"f": "poll", "key": 0, "offset": 3, "value": 30},
+                                 {"f": "poll", "key": 1, "offset": 5, "value": 51}]
+
+
 def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
     paused = {}
 
