@@ -54,6 +54,7 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
 def run_check(args) -> int:
     from harness.errors import GregorError
     from checkers.check import check_dir
+    from checkers.load import history_path
     from checkers.spark import get_spark, parse_conf
 
     if args.examples < 1:
@@ -62,8 +63,7 @@ def run_check(args) -> int:
         raise GregorError(f"--elle-jar {args.elle_jar}: no such file")
     conf = parse_conf(args.spark_conf)
     _check_run_files(args.dir)  # fail in a second, before a JVM starts
-    history = os.path.join(args.dir, "history.jsonl")
-    spark = get_spark(args.spark_master, conf, history_bytes=os.path.getsize(history))
+    spark = get_spark(args.spark_master, conf, history_bytes=history_path(args.dir).stat().st_size)
     result = check_dir(args.dir, spark=spark, max_examples=args.examples, elle_jar=args.elle_jar,
                        progress=lambda line: print(line, flush=True))
     print(summary(result))

@@ -172,10 +172,11 @@ class TargetResolver:
                 if (not role or c.role == role) and (c.place or not need_place)
                 and (state != "busy" or (c.busy_s or 0) >= BUSY_MIN_S)]
 
-    def _client(self, role: str | None, need_place: bool = False) -> Target:
-        clients = self._matching_clients(role or "", need_place)
-        role, _, state = (role or "").partition(":")
+    def _client(self, arg: str | None, need_place: bool = False) -> Target:
+        """`client`, `client:ROLE` or `client:ROLE:busy` (arg: what follows `client:`)."""
+        clients = self._matching_clients(arg or "", need_place)
         if not clients:
+            role, _, state = (arg or "").partition(":")
             wanted = f" with role {role!r}" if role else ""
             wanted += f" busy for {BUSY_MIN_S:g} s (waited up to {BUSY_WAIT_S:g} s)" if state == "busy" else ""
             wanted += " and a place of its own" if need_place else ""
