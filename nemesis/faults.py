@@ -14,7 +14,7 @@ process ids of the clients it acts on, where it acts on clients; the rest
 from __future__ import annotations
 
 import random
-
+import threading
 import time
 
 from harness.procfs import identity
@@ -50,6 +50,7 @@ class Nemesis:
         self.ledger = ledger
         self.rng = rng
         self.resolver = TargetResolver(ctx.lab, ctx, rng)
+        self.op_lock = getattr(ctx, "nemesis_op", None) or threading.Lock()
 
     def _record(self, type_: str, f: str, value: dict, error: str | None = None) -> dict:
         event = {"process": "nemesis", "type": type_, "f": f, "value": value}
@@ -62,6 +63,10 @@ class Nemesis:
         None when nothing was applied (the role did not exist)."""
         f = START_F[step.fault]
         self.resolver.wait_for(step.target)
+        with self.op_lock:
+            return self._start(step, f)
+
+    def _start(self, step: Step, f: str) -> dict | None:
         self._record("invoke", f, fault_value([], **step.intent()))
         entry = None
         try:
@@ -80,6 +85,10 @@ class Nemesis:
 
     def stop(self, entry: dict) -> dict:
         """Heals one applied fault and records it."""
+        with self.op_lock:
+            return self._stop(entry)
+
+    def _stop(self, entry: dict) -> dict:
         f = STOP_F[entry["fault"]]
         clients = [c["process"] for c in entry.get("clients", []) if "process" in c]
         self._record("invoke", f, fault_value(entry.get("nodes", []), clients, role=entry.get("role")))

@@ -23,14 +23,21 @@ class ClientFaults:
     next run or `gregor lab down` resumes it from the ledger.
     """
 
-    def __init__(self, pool, record, ledger):
+    def __init__(self, pool, record, ledger, op_lock=None):
         self.pool = pool
         self.record = record
         self.ledger = ledger
         self.paused: dict[int, dict] = {}     # slot -> ledger entry
         self.lock = threading.Lock()
+        # Shared with the nemesis (RunContext.nemesis_op): both record as
+        # process "nemesis", so their ops must not interleave.
+        self.op_lock = op_lock or threading.Lock()
 
     def pause(self, slot: int, why: str, **extra) -> bool:
+        with self.op_lock:
+            return self._pause(slot, why, **extra)
+
+    def _pause(self, slot: int, why: str, **extra) -> bool:
         pid, process = self.pool.pid(slot), self.pool.process_of(slot)
         if pid is None:
             return False
@@ -53,6 +60,10 @@ class ClientFaults:
         return bool(done["paused"])
 
     def resume(self, slot: int, why: str) -> None:
+        with self.op_lock:
+            self._resume(slot, why)
+
+    def _resume(self, slot: int, why: str) -> None:
         with self.lock:
             entry = self.paused.pop(slot, None)
         if entry is None:
@@ -76,6 +87,10 @@ class ClientFaults:
             self.resume(slot, why)
 
     def kill(self, slot: int, why: str) -> None:
+        with self.op_lock:
+            self._kill(slot, why)
+
+    def _kill(self, slot: int, why: str) -> None:
         process = self.pool.process_of(slot)
         self.record({"process": "nemesis", "type": "invoke", "f": "kill-client",
                      "value": {"nodes": [], "clients": [process], "why": why}})

@@ -5,6 +5,7 @@ Names fixed by docs/RUN-API.md: RunContext and ClientInfo.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +33,10 @@ class RunContext:
         self.test = test
         self._writer = writer
         self._clients = clients
+        # The history has one process "nemesis", and one process never has two
+        # ops in flight: whoever records a fault (the nemesis, a workload's
+        # conductor) holds this from its invoke to its completion.
+        self.nemesis_op = threading.Lock()
 
     def record(self, event: dict) -> dict:
         """Appends an event (thread-safe); fills index and time."""

@@ -313,7 +313,7 @@ def run(cfg: dict) -> int:
                         deadline, os.path.basename(run_dir), lab,
                         log_dir=os.path.join(run_dir, "clients"))
     os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
-    faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name))
+    faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name), op_lock=ctx.nemesis_op)
     conductors = conductors_for(cfg, specs, faults, pool, deadline)
     runner = None
     interrupted = False
