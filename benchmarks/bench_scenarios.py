@@ -10,6 +10,11 @@ side free of bad anomalies in 10 of 10.
 
     sudo .venv/bin/python benchmarks/bench_scenarios.py --runs 10 [--only acks,...] [--lab gscen]
     .venv/bin/python benchmarks/bench_scenarios.py --from store/scenarios/<time>   # figures of a finished catalogue
+    .venv/bin/python benchmarks/bench_scenarios.py --from store/scenarios/*        # runs of several, together
+
+With several --from directories, a claim side's runs count together when
+they ran with the same settings as that side's newest runs; the others are
+left out and listed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,14 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _summary(directory: Path) -> dict:
+    path = directory / "scenarios.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{path}: not a finished catalogue's summary ({error}); give store/scenarios/<time>")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per side (default 3)")
@@ -47,19 +60,26 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--lab", default="gscen")
     parser.add_argument("--store", default="store")
-    parser.add_argument("--from", dest="source", default=None,
-                        help="print the figures of a finished catalogue directory instead of running one")
+    parser.add_argument("--from", dest="sources", nargs="+", default=None, metavar="DIR",
+                        help="print the figures of finished catalogue directories instead of running one "
+                             "(several: their runs together)")
     args = parser.parse_args(argv)
-    if args.source:
-        summary = json.loads((Path(args.source) / "scenarios.json").read_text())
+    if args.sources:
+        summary, left_out = catalogue.merge([_summary(Path(source)) for source in args.sources])
+        for line in left_out:
+            print(f"left out: {line}")
     else:
         from harness.controller.scenarios import Catalogue
         from harness.lab import lab_name
         claims = catalogue.select(catalogue.load(), args.only)
         summary = Catalogue(claims, runs=args.runs, seed=args.seed, time_limit=args.time_limit,
                             store=args.store, lab=lab_name(args.lab)).run()
-    print(f"{summary['runs_per_side']} run(s) per side of {summary['time_limit_s']:g} s, seeds from "
-          f"{summary['seed']}, {summary['backend']} backend")
+    if summary.get("merged_from"):
+        print(f"runs of {len(summary['merged_from'])} catalogue(s) from {summary['started']}, "
+              f"{summary['backend']} backend, {summary['system']} {summary['version'] or '(default version)'}")
+    else:
+        print(f"{summary['runs_per_side']} run(s) per side of {summary['time_limit_s']:g} s, seeds from "
+              f"{summary['seed']}, {summary['backend']} backend")
     print(table(summary))
     return 0
 

@@ -191,3 +191,57 @@ def side_figures(runs: list[dict], side: str) -> dict:
     return {"runs": len(runs), "completed": len(done), "errors": len(runs) - len(done),
             "hits": len(hits), "median_first_s": round(statistics.median(times), 1) if times else None,
             "anomalies": dict(sorted(totals.items()))}
+
+
+# --- figures across catalogues ----------------------------------------------------
+
+def _settings(summary: dict, side: dict) -> tuple:
+    """What makes two runs of a side comparable: where and what they ran on,
+    and every run argument except the seed."""
+    argv = list(side.get("arguments") or ())
+    if "--seed" in argv:
+        at = argv.index("--seed")
+        del argv[at:at + 2]
+    return (summary.get("backend"), summary.get("system"), summary.get("version"), tuple(argv))
+
+
+def merge(summaries: list[dict]) -> tuple[dict, list[str]]:
+    """One summary of several finished catalogues (scenarios.json), so that
+    detection rates can gather runs made at different times.
+
+    A side's runs count together only when they ran with the settings of
+    that side in the newest catalogue that has the claim; runs of older
+    settings are left out, and each such omission is one line of the list
+    returned beside the summary.
+    """
+    ordered = sorted(summaries, key=lambda s: s.get("started") or "")
+    newest: dict[str, tuple[dict, dict]] = {}
+    for summary in ordered:
+        for claim in summary.get("claims", []):
+            newest[claim["name"]] = (summary, claim)
+    left_out: list[str] = []
+    claims = []
+    for name, (latest_summary, latest) in newest.items():
+        merged = {key: value for key, value in latest.items() if key not in ("sides", "figures")}
+        merged["sides"], merged["figures"] = {}, {}
+        for side in SIDES:
+            wanted = _settings(latest_summary, latest["sides"][side])
+            runs = []
+            for summary in ordered:
+                for claim in summary.get("claims", []):
+                    if claim["name"] != name or side not in claim.get("sides", {}):
+                        continue
+                    this = claim["sides"][side]
+                    if _settings(summary, this) == wanted:
+                        runs.extend(this.get("runs", []))
+                    elif this.get("runs"):
+                        left_out.append(f"{name} {side}: {len(this.get('runs', []))} run(s) of "
+                                        f"{summary.get('started')} had other settings")
+            merged["sides"][side] = dict(latest["sides"][side], runs=runs)
+            merged["figures"][side] = side_figures(runs, side)
+        claims.append(merged)
+    first = ordered[-1] if ordered else {}
+    summary = {key: first.get(key) for key in ("backend", "system", "version", "time_limit_s")}
+    summary.update(started=ordered[0].get("started") if ordered else None, seed=None, runs_per_side=None,
+                   merged_from=[s.get("started") for s in ordered], claims=claims)
+    return summary, left_out

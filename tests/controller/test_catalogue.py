@@ -125,3 +125,25 @@ def test_side_figures_count_hits_errors_and_the_median_time():
     assert figures["median_first_s"] == 20.0
     assert figures["anomalies"]["lost-write"]["count"] == 3 and figures["anomalies"]["lost-write"]["runs"] == 2
     assert catalogue.side_figures(runs, "safe")["hits"] == 0
+
+
+def _catalogue(started, argv, runs, version=None):
+    side = {"arguments": argv, "runs": runs}
+    return {"started": started, "backend": "local", "system": "kafka", "version": version, "time_limit_s": 60.0,
+            "claims": [{"name": "acks", "promise": "p", "sides": {"unsafe": side, "safe": dict(side, runs=[])}}]}
+
+
+def test_merged_catalogues_count_runs_of_the_newest_settings_only():
+    hit = {"error": None, "detected": True, "clean": True, "first_s": 5.0, "anomalies": {}}
+    miss = {"error": None, "detected": False, "clean": True, "first_s": None, "anomalies": {}}
+    old = _catalogue("2026-11-01T00:00:00Z", ["--acks", "1", "--seed", "1"], [hit, hit])
+    other = _catalogue("2026-11-02T00:00:00Z", ["--acks", "0", "--seed", "3"], [miss])
+    new = _catalogue("2026-11-03T00:00:00Z", ["--acks", "1", "--seed", "9"], [miss])
+    newer_version = _catalogue("2026-11-04T00:00:00Z", ["--acks", "1", "--seed", "9"], [hit], version="4.4.0")
+    summary, left_out = catalogue.merge([new, old, other])
+    figures = summary["claims"][0]["figures"]["unsafe"]
+    assert (figures["completed"], figures["hits"]) == (3, 2)
+    assert left_out == ["acks unsafe: 1 run(s) of 2026-11-02T00:00:00Z had other settings"]
+    summary, left_out = catalogue.merge([new, newer_version])
+    assert summary["claims"][0]["figures"]["unsafe"]["hits"] == 1 and summary["version"] == "4.4.0"
+    assert len(left_out) == 1
