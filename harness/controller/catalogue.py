@@ -240,8 +240,8 @@ def merge(summaries: list[dict]) -> tuple[dict, list[str]]:
             merged["sides"][side] = dict(latest["sides"][side], runs=runs)
             merged["figures"][side] = side_figures(runs, side)
         claims.append(merged)
-    first = ordered[-1] if ordered else {}
-    summary = {key: first.get(key) for key in ("backend", "system", "version", "time_limit_s")}
+    latest_catalogue = ordered[-1] if ordered else {}
+    summary = {key: latest_catalogue.get(key) for key in ("backend", "system", "version", "time_limit_s")}
     summary.update(started=ordered[0].get("started") if ordered else None, seed=None, runs_per_side=None,
                    merged_from=[s.get("started") for s in ordered], claims=claims)
     return summary, left_out
