@@ -8,11 +8,23 @@ so checkers and reports see it beside the nemesis's own faults.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 
 from harness.procfs import identity
 from nemesis import pause
+
+
+def _one_nemesis_op(action):
+    """Holds the op lock shared with the nemesis from the action's invoke to
+    its completion: both record as process "nemesis", so their ops must not
+    interleave."""
+    @functools.wraps(action)
+    def held(self, *args, **kwargs):
+        with self.op_lock:
+            return action(self, *args, **kwargs)
+    return held
 
 
 class ClientFaults:
@@ -29,15 +41,10 @@ class ClientFaults:
         self.ledger = ledger
         self.paused: dict[int, dict] = {}     # slot -> ledger entry
         self.lock = threading.Lock()
-        # Shared with the nemesis (RunContext.nemesis_op): both record as
-        # process "nemesis", so their ops must not interleave.
-        self.op_lock = op_lock or threading.Lock()
+        self.op_lock = op_lock or threading.Lock()   # RunContext.nemesis_op, shared with the nemesis
 
+    @_one_nemesis_op
     def pause(self, slot: int, why: str, **extra) -> bool:
-        with self.op_lock:
-            return self._pause(slot, why, **extra)
-
-    def _pause(self, slot: int, why: str, **extra) -> bool:
         pid, process = self.pool.pid(slot), self.pool.process_of(slot)
         if pid is None:
             return False
@@ -59,11 +66,8 @@ class ClientFaults:
         self.record({"process": "nemesis", "type": "info", "f": "pause", "value": done})
         return bool(done["paused"])
 
+    @_one_nemesis_op
     def resume(self, slot: int, why: str) -> None:
-        with self.op_lock:
-            self._resume(slot, why)
-
-    def _resume(self, slot: int, why: str) -> None:
         with self.lock:
             entry = self.paused.pop(slot, None)
         if entry is None:
@@ -86,11 +90,8 @@ class ClientFaults:
         for slot in slots:
             self.resume(slot, why)
 
+    @_one_nemesis_op
     def kill(self, slot: int, why: str) -> None:
-        with self.op_lock:
-            self._kill(slot, why)
-
-    def _kill(self, slot: int, why: str) -> None:
         process = self.pool.process_of(slot)
         self.record({"process": "nemesis", "type": "invoke", "f": "kill-client",
                      "value": {"nodes": [], "clients": [process], "why": why}})

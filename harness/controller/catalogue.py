@@ -215,28 +215,26 @@ def merge(summaries: list[dict]) -> tuple[dict, list[str]]:
     returned beside the summary.
     """
     ordered = sorted(summaries, key=lambda s: s.get("started") or "")
-    newest: dict[str, tuple[dict, dict]] = {}
+    entries: dict[str, list[tuple[dict, dict]]] = {}     # claim name -> (catalogue, claim), oldest first
     for summary in ordered:
         for claim in summary.get("claims", []):
-            newest[claim["name"]] = (summary, claim)
+            entries.setdefault(claim["name"], []).append((summary, claim))
     left_out: list[str] = []
     claims = []
-    for name, (latest_summary, latest) in newest.items():
+    for name, runs_of_claim in entries.items():
+        latest_summary, latest = runs_of_claim[-1]
         merged = {key: value for key, value in latest.items() if key not in ("sides", "figures")}
         merged["sides"], merged["figures"] = {}, {}
         for side in SIDES:
             wanted = _settings(latest_summary, latest["sides"][side])
             runs = []
-            for summary in ordered:
-                for claim in summary.get("claims", []):
-                    if claim["name"] != name or side not in claim.get("sides", {}):
-                        continue
-                    this = claim["sides"][side]
-                    if _settings(summary, this) == wanted:
-                        runs.extend(this.get("runs", []))
-                    elif this.get("runs"):
-                        left_out.append(f"{name} {side}: {len(this.get('runs', []))} run(s) of "
-                                        f"{summary.get('started')} had other settings")
+            for summary, claim in runs_of_claim:
+                this = claim["sides"][side]
+                if _settings(summary, this) == wanted:
+                    runs.extend(this.get("runs", []))
+                elif this.get("runs"):
+                    left_out.append(f"{name} {side}: {len(this['runs'])} run(s) of "
+                                    f"{summary.get('started')} had other settings")
             merged["sides"][side] = dict(latest["sides"][side], runs=runs)
             merged["figures"][side] = side_figures(runs, side)
         claims.append(merged)
