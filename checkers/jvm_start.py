@@ -51,11 +51,18 @@ def _java_version() -> str:
 
 
 def archive_path() -> Path:
-    """The archive for this Java and this pyspark (its jars, by name and size)."""
+    """The archive for this Java and this pyspark installation.
+
+    The JVM maps an archive only while every jar keeps the size and the
+    modification time (in seconds) it had when the archive was made, and
+    otherwise silently loads from the jars. So both are in the name: a
+    reinstalled pyspark at the same path and version gets a new archive.
+    """
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted((p.name, p.stat().st_size) for p in jars.glob("*.jar")) if jars.is_dir() else []
+    listing = sorted((p.name, p.stat().st_size, int(p.stat().st_mtime))
+                     for p in jars.glob("*.jar")) if jars.is_dir() else []
     digest = hashlib.sha256(json.dumps([_java_version(), pyspark.__version__, str(jars), listing])
                             .encode()).hexdigest()[:16]
     return cache_dir() / "spark-cds" / f"driver-{digest}.jsa"
