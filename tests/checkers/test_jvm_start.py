@@ -43,14 +43,18 @@ def test_gregor_check_maps_sparks_classes_from_the_archive(tmp_path):
         h.op(0, "send", [send(0, value, value)])
         h.op(1, "poll", [poll(0, value, value)])
     run = h.write(tmp_path / "run")
-    classes = tmp_path / "classes.log"
+    classes, paths = tmp_path / "classes.log", tmp_path / "paths.log"
     done = subprocess.run([str(Path(sys.executable).parent / "gregor"), "check", str(run), "--spark-conf",
-                           f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={classes}"],
+                           f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={classes} "
+                           f"-Xlog:class+path=info:file={paths}"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     session = [line for line in classes.read_text().splitlines()
                if " org.apache.spark.sql.SparkSession " in line]
-    assert session and "shared objects file (top)" in session[0], session
+    # On failure, the JVM's own reason (a jar that changed, another class path).
+    refused = [line for line in paths.read_text().splitlines()
+               if "checking shared classpath entry" not in line and not line.endswith("] ok")]
+    assert session and "shared objects file (top)" in session[0], (session, refused[-5:])
 
 
 def test_a_reinstalled_pyspark_gets_a_new_archive(monkeypatch, tmp_path):
