@@ -61,8 +61,8 @@ def archive_path() -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted((p.name, p.stat().st_size, int(p.stat().st_mtime))
-                     for p in jars.glob("*.jar")) if jars.is_dir() else []
+    stats = [(p.name, p.stat()) for p in jars.glob("*.jar")] if jars.is_dir() else []
+    listing = sorted((name, st.st_size, int(st.st_mtime)) for name, st in stats)
     digest = hashlib.sha256(json.dumps([_java_version(), pyspark.__version__, str(jars), listing])
                             .encode()).hexdigest()[:16]
     return cache_dir() / "spark-cds" / f"driver-{digest}.jsa"

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pyspark
 
 from checker_histories import History, poll, send
 
@@ -60,10 +63,6 @@ def test_gregor_check_maps_sparks_classes_from_the_archive(tmp_path):
 def test_a_reinstalled_pyspark_gets_a_new_archive(monkeypatch, tmp_path):
     # The JVM ignores an archive once a jar's modification time changes,
     # silently: the old name would keep pointing every check at a dead archive.
-    import os
-
-    import pyspark
-
     jar = tmp_path / "jars" / "spark-core.jar"
     jar.parent.mkdir()
     jar.write_bytes(b"jar")
