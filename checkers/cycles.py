@@ -317,11 +317,16 @@ def _covered_column(phi: F.Column, lo: list, hi: list) -> F.Column:
         for a, b in zip(lo, hi):
             condition = condition | phi.between(a, b)
         return condition
-    starts_ = F.array(*[F.lit(a) for a in lo])
-    ends = F.array(*[F.lit(b) for b in hi])
+    starts_, ends = _long_array(lo), _long_array(hi)
     # the last interval starting at or before phi
     position = F.size(F.filter(starts_, lambda s: s <= phi))
     return (position > 0) & (F.element_at(ends, F.greatest(position, F.lit(1))) >= phi)
+
+
+def _long_array(values: list) -> F.Column:
+    """An array<bigint> literal made in one call: one F.lit per element costs a
+    JVM round trip each (thousands of intervals took 20 s)."""
+    return F.expr("cast(array(" + ", ".join(str(int(v)) for v in values) + ") as array<bigint>)")
 
 
 def realtime_edges(info: dict, ports: dict) -> list[tuple]:
