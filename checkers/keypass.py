@@ -25,9 +25,7 @@ import numpy as np
 
 from checkers.arrays import (NULL, covered, dense_rank_within, fill_backward_after, fill_forward, first_per_group,
                              group_ids, join, lists, member, order, previous_in_group, reduce_by, starts)
-from checkers.load import COMMIT_ROW, FROM_ROW, POLL_ROW, REBALANCE_ROW, SEND_ROW
-
-OK_CODE, FAIL_CODE, INFO_CODE = 0, 1, 2
+from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
 
 # Output row tags.
 ANOMALY, SPAN, TORN, ZOMBIE_SEND, EOS_OUT, EOS_REC, EOS_POS, INFO_NODE, LATE, LAG, EDGE, NODE, LOG, POSITION, \

@@ -83,6 +83,8 @@ def storage_level(history: Path) -> StorageLevel:
 SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW, OP_ROW, PROBLEM_ROW = range(7)
 MOP_KINDS = {SEND: SEND_ROW, POLL: POLL_ROW, COMMIT: COMMIT_ROW}
 KEY_KINDS = (SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW)
+# A key row's `tcode`: its op's outcome as a number.
+OK_CODE, FAIL_CODE, INFO_CODE = 0, 1, 2
 
 # Routes: a key for rows of one key, these for the rest.
 NEMESIS_ROUTE = -1
@@ -123,12 +125,13 @@ class Tables:
 
     @property
     def mops(self) -> DataFrame:
-        """One row per micro-operation of an op (its completion's, or its invoke's if cut short)."""
-        return self.rows.where(F.col("kind").isin(SEND_ROW, POLL_ROW, COMMIT_ROW)).select(*MOP_COLUMNS)
-
-    def keyed(self, *columns: str) -> DataFrame:
-        """The rows of keys (mops and markers), `route` being the key."""
-        return self.rows.where(F.col("kind").isin(*KEY_KINDS)).select(*columns)
+        """One row per micro-operation of an op (its completion's, or its invoke's
+        if cut short), with its op's facts. The op's text lives on its op row, so
+        this joins: for tests and exports, not for the finders."""
+        mf = F.when(F.col("kind") == SEND_ROW, SEND).when(F.col("kind") == POLL_ROW, POLL).otherwise(COMMIT)
+        mops = self.rows.where(F.col("kind").isin(SEND_ROW, POLL_ROW, COMMIT_ROW)).select(
+            *[c for c in MOP_COLUMNS if c not in OP_FACTS and c != "mf"], mf.alias("mf"))
+        return mops.join(self.ops.select("op", *OP_FACTS), "op").select(*MOP_COLUMNS)
 
     def release(self) -> None:
         """Frees everything this run keeps in Spark (the table and every cached result)."""
@@ -142,6 +145,8 @@ class Tables:
 OP_COLUMNS = ("op", "invoke_index", "process", "f", "type", "invoke_time", "complete_time", "error", "txn_id",
               "producer_id", "epoch", "commit_time", "group", "auto", "keys", "rebalance", "value_json",
               "cut_short", "n_sends", "n_send_keys", "reads", "seg", "own_epoch", "own_producer_id")
+# What a mop row takes from its op row.
+OP_FACTS = ("process", "f", "type", "invoke_index", "txn_id", "epoch", "producer_id", "group")
 MOP_COLUMNS = ("op", "mop_index", "mf", "key", "value", "offset", "poll", "from_key", "from_value", "process",
                "f", "type", "invoke_index", "invoke_time", "complete_time", "txn_id", "epoch", "producer_id",
                "commit_time", "group")
@@ -401,35 +406,52 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
     # process edge can fail to move forward in time (checkers/cycles.py).
     tight = (f"case when _cut then prev_type != '{INVOKE}' and time - prev_time <= 1"
              f" else prev2_type != '{INVOKE}' and prev_time - prev2_time <= 1 end")
+    # Key rows carry numbers only (the per-key pass reads nothing else); the
+    # op's text and arrays live once, on its op row. Copying them onto every
+    # mop row made the table about twice as wide to shuffle and to store.
+    op_only = f"_kind = {OP_ROW}"
+    key_only = f"_kind in ({', '.join(str(k) for k in KEY_KINDS)})"
+
+    def on_ops(expression: str, name: str) -> str:
+        return f"case when {op_only} then {expression} end as {name}"
+
+    def on_keys(expression: str, name: str) -> str:
+        return f"case when {key_only} then {expression} end as {name}"
+    type_ = f"case when _cut then '{INFO}' else type end"
+    group = "coalesce(`group`, prev_group)"
     return rows.selectExpr(
         "_kind as kind",
         f"cast({route} as bigint) as route",
         "index as op",
         "cast(_pos - 1 as int) as mop_index",
-        "m.f as mf",
         f"case when _kind in ({REBALANCE_ROW}, {FROM_ROW}) then marker_key else m.key end as key",
         "m.value as value", "m.offset as offset", "m.poll as poll",
         "m.from[0] as from_key", "m.from[1] as from_value",
-        "process",
+        on_ops("process", "process"),
         f"case when process = '{NEMESIS}' then -1 else cast(process as bigint) end as pid",
-        "f",
-        f"case when _cut then '{INFO}' else type end as type",
-        "case when _cut then index else prev_index end as invoke_index",
+        on_ops("f", "f"),
+        on_ops(type_, "type"),
+        on_keys(f"case {type_} when '{OK}' then {OK_CODE} when '{FAIL}' then {FAIL_CODE} else {INFO_CODE} end",
+                "tcode"),
+        on_keys(f"f = '{TXN}'", "is_txn"),
+        on_ops("case when _cut then index else prev_index end", "invoke_index"),
         "case when _cut then time else prev_time end as invoke_time",
         "case when _cut then cast(null as bigint) else time end as complete_time",
-        "error",
-        "coalesce(txn_id, prev_txn_id) as txn_id",
-        "producer_id", "epoch", "commit_time",
-        "coalesce(`group`, prev_group) as `group`",
-        "coalesce(auto, false) as auto",
-        "coalesce(keys, prev_keys) as keys",
-        "rebalance",
-        f"case when process = '{NEMESIS}' then value end as value_json",
-        "_cut as cut_short",
+        on_ops("error", "error"),
+        on_ops("coalesce(txn_id, prev_txn_id)", "txn_id"),
+        on_ops("producer_id", "producer_id"), on_ops("epoch", "epoch"),
+        "commit_time",
+        on_ops(group, "`group`"),
+        on_keys(f"case when {group} is not null then xxhash64({group}) end", "gid"),
+        on_ops("coalesce(auto, false)", "auto"),
+        on_ops("coalesce(keys, prev_keys)", "keys"),
+        on_ops("rebalance", "rebalance"),
+        on_ops(f"case when process = '{NEMESIS}' then value end", "value_json"),
+        on_ops("_cut", "cut_short"),
         "n_sends", "n_send_keys", "reads", "seg",
-        "own_init.epoch as own_epoch",
-        "own_init.producer_id as own_producer_id",
-        "line",
+        on_ops("own_init.epoch", "own_epoch"),
+        on_ops("own_init.producer_id", "own_producer_id"),
+        f"case when _kind in ({OP_ROW}, {PROBLEM_ROW}) then line end as line",
         f"case when _kind = {PROBLEM_ROW} then _rank end as problem_rank",
         f"case when _kind = {PROBLEM_ROW} then _message end as problem",
         f"case when _kind = {PROBLEM_ROW} then {CORRUPT} end as text",
@@ -453,10 +475,10 @@ def _metric_columns() -> list[F.Column]:
         "info": f"{client_op} and type = '{INFO}'",
         "fail": f"{client_op} and type = '{FAIL}'",
         "cut_short": f"{client_op} and cut_short",
-        "info_txn_sends": f"kind = {SEND_ROW} and type = '{INFO}' and f = '{TXN}'",
+        "info_txn_sends": f"kind = {SEND_ROW} and tcode = {INFO_CODE} and is_txn",
         "ok_inits": f"kind = {OP_ROW} and f = '{INIT}' and type = '{OK}' and epoch is not null and txn_id is not null",
         "derived_sends": f"kind = {SEND_ROW} and from_key is not null",
-        "ok_commits": f"kind = {COMMIT_ROW} and type = '{OK}' and `group` is not null",
+        "ok_commits": f"kind = {COMMIT_ROW} and tcode = {OK_CODE} and gid is not null",
         "rebalance_markers": f"kind = {REBALANCE_ROW}",
         "resets": f"kind = {OP_ROW} and f in ('{ASSIGN}', '{SUBSCRIBE}')",
         "tight": "_tight",

@@ -22,10 +22,11 @@ from pyspark.sql import types as T
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
-from checkers.history import FAIL, INFO, INIT, OK, TXN
+from checkers.history import INIT, OK, TXN
 from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
                               KeyPass, Params)
-from checkers.load import COMMIT_ROW, KEY_KINDS, NEMESIS_ROUTE, OP_ROW, POLL_ROW, SEND_ROW, Tables
+from checkers.load import (COMMIT_ROW, INFO_CODE, KEY_KINDS, NEMESIS_ROUTE, OK_CODE, OP_ROW, POLL_ROW, SEND_ROW,
+                           Tables)
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
 # four numbers whose meaning depends on the tag.
@@ -49,12 +50,11 @@ def group_hash(column: str = "group") -> F.Column:
 def _input_columns() -> list[F.Column]:
     def filled(name):
         return F.coalesce(F.col(name).cast("long"), F.lit(NULL)).alias(name)
-    tcode = F.when(F.col("type") == OK, 0).when(F.col("type") == FAIL, 1).otherwise(2)
     return [F.col("key").alias("key"), F.col("kind").cast("long").alias("kind"), filled("op"),
-            filled("mop_index"), filled("pid"), (F.col("f") == TXN).cast("long").alias("is_txn"),
-            tcode.cast("long").alias("tcode"), filled("value"), filled("offset"), filled("from_key"),
+            filled("mop_index"), filled("pid"), F.col("is_txn").cast("long").alias("is_txn"),
+            F.col("tcode").cast("long").alias("tcode"), filled("value"), filled("offset"), filled("from_key"),
             filled("from_value"), filled("invoke_time"), filled("complete_time"), filled("commit_time"),
-            group_hash().alias("group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
+            filled("gid").alias("group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
             F.coalesce(F.col("reads").cast("long"), F.lit(0)).alias("reads")]
 
 
@@ -156,8 +156,8 @@ def cross_key_facts(t: Tables) -> dict:
     m, rows = t.metrics, t.rows
     parts = []
     if m["info_txn_sends"]:
-        info_sends = rows.where((F.col("kind") == SEND_ROW) & (F.col("type") == INFO) & (F.col("f") == TXN))
-        ok_reads = (rows.where((F.col("kind") == POLL_ROW) & (F.col("type") == OK))
+        info_sends = rows.where((F.col("kind") == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn"))
+        ok_reads = (rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE))
                     .select("key", "value").distinct())
         hit = info_sends.join(ok_reads, ["key", "value"], "left_semi").select("op").distinct()
         parts.append(hit.select(F.lit("read_txn").alias("fact"), F.col("op").alias("a"),
@@ -168,11 +168,13 @@ def cross_key_facts(t: Tables) -> dict:
                                        F.col("init_op").alias("b"), F.col("commit_time").alias("c"),
                                        F.lit(None).cast("long").alias("d"), F.col("type").alias("s")))
     if m["derived_sends"] and m["ok_commits"]:
-        committing = (rows.where((F.col("kind") == COMMIT_ROW) & (F.col("type") == OK) & F.col("group").isNotNull()
-                                 & (F.col("f") == TXN)).select("group").distinct())
-        deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("group").distinct()
-        copiers = committing.join(deriving, "group", "left_semi")
-        parts.append(copiers.select(F.lit("copier").alias("fact"), group_hash().alias("a"),
+        committing = (rows.where((F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE)
+                                 & F.col("gid").isNotNull() & F.col("is_txn")).select("gid").distinct())
+        deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("gid").distinct()
+        # Key rows carry the group's hash; its name is on the op rows.
+        names = t.ops.where(F.col("group").isNotNull()).select("group", group_hash().alias("gid")).distinct()
+        copiers = committing.join(deriving, "gid", "left_semi").join(names, "gid")
+        parts.append(copiers.select(F.lit("copier").alias("fact"), F.col("gid").alias("a"),
                                     *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
                                     F.col("group").alias("s")))
     facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}

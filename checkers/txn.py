@@ -14,7 +14,7 @@ from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.history import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
-from checkers.load import POLL_ROW, SEND_ROW, Tables
+from checkers.load import OK_CODE, POLL_ROW, SEND_ROW, Tables
 
 NAMES = ("torn-transaction", "zombie-write")
 
@@ -52,7 +52,7 @@ def _read_values(t: Tables, ops: list[int]) -> dict:
     sends = rows.where(F.col("kind") == SEND_ROW)
     sends = (sends.where(F.col("op").isin(ops)) if len(ops) <= 200 else
              sends.join(F.broadcast(t.spark.createDataFrame([(op,) for op in ops], "op long")), "op", "left_semi"))
-    reads = rows.where((F.col("kind") == POLL_ROW) & (F.col("type") == OK)).select("key", "value").distinct()
+    reads = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
     found: dict = {}
     for row in sends.select("op", "key", "value").join(reads, ["key", "value"], "left_semi").collect():
         found.setdefault(row["op"], set()).add(row["value"])
