@@ -217,6 +217,7 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
     ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
     pytest.param("eos", ["--concurrency", "4", "--rate", "100", "--keys", "4"], marks=pytest.mark.first_backend_only),
     pytest.param("zombie", ["--concurrency", "2", "--rate", "30"], marks=pytest.mark.first_backend_only),
+    pytest.param("group", ["--concurrency", "4", "--rate", "100"], marks=pytest.mark.first_backend_only),
 ])
 def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path, workload, extra):
     """The real checker on real histories: with no faults, Kafka keeps its
