@@ -61,6 +61,7 @@ def assert_common(test, history, stdout):
     assert "acked sends/s" in stdout     # progress lines were printed
 
 
+@pytest.mark.first_backend_only
 def test_queue_follows_the_history_format(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "queue", "--concurrency", "4", "--rate", "200",
                                        "--batch", "5")
@@ -72,6 +73,7 @@ def test_queue_follows_the_history_format(lab, tmp_path):
     assert oks(history, "commit")
 
 
+@pytest.mark.first_backend_only
 def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
     _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "3", "--rate", "60")
     assert_common(test, history, out)
