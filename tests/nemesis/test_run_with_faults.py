@@ -21,6 +21,7 @@ def applied(history, f):
             and "skipped" not in e["value"] and "failed" not in e["value"]]
 
 
+@pytest.mark.first_backend_only   # CI time: docker's faults and heals have tests of their own
 def test_sixty_second_queue_run_with_faults_ends_healthy_with_nothing_left(lab, tmp_path):
     run_dir, history, test = gregor_run(
         lab, tmp_path, "--workload", "queue", "--nemesis", "partition,pause,kill",
