@@ -65,7 +65,7 @@ from checkers.arrays import NULL, covered, merge_intervals
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, RT, S_CWR,
                               S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
-from checkers.load import OP_ROW, Tables
+from checkers.load import OP_ROW, Tables, long_array
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -317,16 +317,10 @@ def _covered_column(phi: F.Column, lo: list, hi: list) -> F.Column:
         for a, b in zip(lo, hi):
             condition = condition | phi.between(a, b)
         return condition
-    starts_, ends = _long_array(lo), _long_array(hi)
+    starts_, ends = long_array(lo), long_array(hi)
     # the last interval starting at or before phi
     position = F.size(F.filter(starts_, lambda s: s <= phi))
     return (position > 0) & (F.element_at(ends, F.greatest(position, F.lit(1))) >= phi)
-
-
-def _long_array(values: list) -> F.Column:
-    """An array<bigint> literal made in one call: one F.lit per element costs a
-    JVM round trip each (thousands of intervals took 20 s)."""
-    return F.expr("cast(array(" + ", ".join(str(int(v)) for v in values) + ") as array<bigint>)")
 
 
 def realtime_edges(info: dict, ports: dict) -> list[tuple]:

@@ -42,11 +42,6 @@ _ARROW_SCHEMA = pa.schema([
 LIST_COLUMNS = ("values", "offsets", "ops")
 
 
-def group_hash(column: str = "group") -> F.Column:
-    """A group id as a number (the pass works on numbers only)."""
-    return F.when(F.col(column).isNotNull(), F.xxhash64(F.col(column))).otherwise(F.lit(NULL))
-
-
 def _input_columns() -> list[F.Column]:
     def filled(name):
         return F.coalesce(F.col(name).cast("long"), F.lit(NULL)).alias(name)
@@ -172,7 +167,7 @@ def cross_key_facts(t: Tables) -> dict:
                                  & F.col("gid").isNotNull() & F.col("is_txn")).select("gid").distinct())
         deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("gid").distinct()
         # Key rows carry the group's hash; its name is on the op rows.
-        names = t.ops.where(F.col("group").isNotNull()).select("group", group_hash().alias("gid")).distinct()
+        names = rows.where((F.col("kind") == OP_ROW) & F.col("gid").isNotNull()).select("group", "gid").distinct()
         copiers = committing.join(deriving, "gid", "left_semi").join(names, "gid")
         parts.append(copiers.select(F.lit("copier").alias("fact"), F.col("gid").alias("a"),
                                     *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
