@@ -25,7 +25,7 @@ from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
 from checkers.elle import elle_section
 from checkers.load import Tables, history_path, load
 from checkers.pictures import named_offsets, partitions
-from checkers.spark import get_spark
+from checkers.spark import get_spark, prestart_python_workers
 from checkers.stats import compute_stats
 
 EXAMPLE_FIELDS = ("key", "value", "values", "offset", "offsets", "ops", "cycle")
@@ -97,10 +97,9 @@ def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, 
         _merge(counts, examples, named, rows, max_examples)
         progress(f"  {label}: {len(rows)} instance(s) in {time.monotonic() - started:.1f}s")
     started = time.monotonic()
-    frame = eos.find(t)
     found = 0
-    if not frame.isEmpty():
-        eos_counts, eos_examples, eos_rows = _frame_counts_and_examples(frame, max_examples)
+    if eos.applies(t):
+        eos_counts, eos_examples, eos_rows = _frame_counts_and_examples(eos.find(t), max_examples)
         counts.update(eos_counts)
         examples.update(eos_examples)
         for key, low in named_offsets(eos_rows).items():
@@ -184,6 +183,7 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     directory = Path(path)
     spark = spark or get_spark(history_bytes=history_path(directory).stat().st_size)
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
+    prestart_python_workers(spark)
     started = time.monotonic()
     t = load(directory, spark)
     progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")

@@ -20,9 +20,14 @@ from checkers.load import Tables
 NAMES = ("eos-duplicate", "eos-lost")
 
 
-def find(t: Tables) -> DataFrame:
+def applies(t: Tables) -> bool:
+    """Whether the run has copier groups: without them there is nothing to find (and no job to run)."""
     passes.main_params(t)
-    if not t.cache["prior"]["copier_groups"]:
+    return bool(t.cache["prior"]["copier_groups"])
+
+
+def find(t: Tables) -> DataFrame:
+    if not applies(t):
         return empty_anomalies(t.spark)
     return union_all(t.spark, [duplicates(t), losses(t)])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -34,6 +35,10 @@ DEFAULT_CONF = {
     "spark.sql.ui.retainedExecutions": "20",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     "spark.sql.adaptive.enabled": "true",
+    # A check compiles about 100 distinct generated classes; with Spark's
+    # default cache of 100 each check of a long-lived session evicted the
+    # last one's and compiled (and JIT-compiled) them all again.
+    "spark.sql.codegen.cache.maxEntries": "1000",
     # A compiled stage with a method over 8,000 bytes of bytecode is never
     # JIT-compiled by the JVM and runs interpreted: the load's row projection
     # made one of 10.5 kB. Spark then runs that stage operator by operator
@@ -101,3 +106,38 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
         raise GregorError(f"cannot start Spark (master {master}): {first}") from error
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_PRESTARTED: set[str] = set()
+
+
+def prestart_python_workers(spark) -> None:
+    """Starts the session's Python workers in the background, once per session.
+
+    The first Python job of a session waits seconds for Spark to start its
+    Python daemon and workers. The load runs no Python, so a check that
+    starts them while the load runs has them ready for the per-key pass.
+    """
+    context = spark.sparkContext
+    with _PRESTART_LOCK:
+        if context.applicationId in _PRESTARTED:
+            return
+        _PRESTARTED.add(context.applicationId)
+    slots = max(1, context.defaultParallelism)
+
+    def start():
+        try:
+            spark.range(0, slots, numPartitions=slots).mapInArrow(_import_pass, "id long").collect()
+        except Exception:  # a session stopped meanwhile: the pass itself will say what is wrong
+            pass
+    threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True).start()
+
+
+_PRESTART_LOCK = threading.Lock()
+
+
+def _import_pass(batches):
+    """Runs in a Python worker: imports the per-key pass, which the worker keeps for later tasks."""
+    import checkers.keypass  # noqa: F401
+
+    yield from batches
