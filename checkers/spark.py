@@ -109,19 +109,22 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
 
 
 _PRESTARTED: set[str] = set()
+_PRESTART_LOCK = threading.Lock()
 
 
-def prestart_python_workers(spark) -> None:
+def prestart_python_workers(spark) -> threading.Thread | None:
     """Starts the session's Python workers in the background, once per session.
 
     The first Python job of a session waits seconds for Spark to start its
     Python daemon and workers. The load runs no Python, so a check that
     starts them while the load runs has them ready for the per-key pass.
+    Returns the thread that starts them, or None when this session's were
+    started before.
     """
     context = spark.sparkContext
     with _PRESTART_LOCK:
         if context.applicationId in _PRESTARTED:
-            return
+            return None
         _PRESTARTED.add(context.applicationId)
     slots = max(1, context.defaultParallelism)
 
@@ -130,10 +133,9 @@ def prestart_python_workers(spark) -> None:
             spark.range(0, slots, numPartitions=slots).mapInArrow(_import_pass, "id long").collect()
         except Exception:  # a session stopped meanwhile: the pass itself will say what is wrong
             pass
-    threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True).start()
-
-
-_PRESTART_LOCK = threading.Lock()
+    thread = threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True)
+    thread.start()
+    return thread
 
 
 def _import_pass(batches):
