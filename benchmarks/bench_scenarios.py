@@ -4,7 +4,8 @@ Runs `gregor scenarios` (K runs per side, fixed seeds) and prints per
 claim: the detection rate of the unsafe side (runs in which an expected
 anomaly appeared), the median time to detect (seconds from the run's start
 to its first expected anomaly), and the false alarms of the safe side
-(runs with a bad anomaly). Figures, not a pass/fail test; the goal is each
+(runs with a bad anomaly), and per side the runs whose final drain found a
+log truncated below an acknowledged offset. Figures, not a pass/fail test; the goal is each
 unsafe side detected in at least 8 of 10 runs of at most 60 s and each safe
 side free of bad anomalies in 10 of 10.
 
@@ -30,8 +31,12 @@ from harness.controller import catalogue  # noqa: E402
 
 
 def table(summary: dict) -> str:
-    lines = [f"{'claim':<20} {'detected':>9} {'median s':>9} {'false alarms':>13} {'errors':>7}  anomalies (unsafe / safe)"]
+    lines = [f"{'claim':<20} {'detected':>9} {'median s':>9} {'false alarms':>13} {'errors':>7} {'truncated':>10}"
+             "  anomalies (unsafe / safe)"]
     for claim in summary["claims"]:
+        # runs whose drain found a log ending below an acknowledged offset, unsafe/safe
+        truncated = "/".join(str(sum(1 for run in claim["sides"][side]["runs"] if run.get("truncated")))
+                             for side in ("unsafe", "safe"))
         unsafe, safe = claim["figures"]["unsafe"], claim["figures"]["safe"]
         detected = f"{unsafe['hits']}/{unsafe['completed']}"
         median = "-" if unsafe["median_first_s"] is None else f"{unsafe['median_first_s']:.1f}"
@@ -40,7 +45,7 @@ def table(summary: dict) -> str:
         names = (",".join(f"{n}:{a['count']}" for n, a in unsafe["anomalies"].items()) or "-") + " / " + \
                 (",".join(f"{n}:{a['count']}{'' if a['allowed'] else '(bad)'}" for n, a in safe["anomalies"].items())
                  or "-")
-        lines.append(f"{claim['name']:<20} {detected:>9} {median:>9} {alarms:>13} {errors:>7}  {names}")
+        lines.append(f"{claim['name']:<20} {detected:>9} {median:>9} {alarms:>13} {errors:>7} {truncated:>10}  {names}")
     return "\n".join(lines)
 
 

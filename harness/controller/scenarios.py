@@ -223,4 +223,7 @@ def describe_run(record: dict, side: str) -> str:
     else:
         head = "clean" if record["clean"] else f"BAD ANOMALIES {', '.join(record['bad'])}"
     when = f", first at {record['first_s']} s" if record.get("first_s") is not None else ""
-    return f"{head} ({found}{when})"
+    truncated = record.get("truncated")
+    gone = (f"; the drain found the log of key{'s' if len(truncated) > 1 else ''} {', '.join(map(str, truncated))}"
+            " truncated below acknowledged offsets" if truncated else "")
+    return f"{head} ({found}{when}){gone}"

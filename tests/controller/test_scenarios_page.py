@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.controller import catalogue
+from harness.controller.scenarios import describe_run
 from harness.controller.scenarios_page import render, write_page
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -76,6 +77,16 @@ def test_a_claim_not_run_yet_says_so():
     pending = {**summary(), "finished": False, "claims": [claim("later", [], [])]}
     page = render(pending)
     assert page.count("not run yet") == 2 and "in progress" in page
+
+
+def test_a_truncated_log_is_shown_even_when_no_anomaly_counts_it():
+    gone = {**run(detected=False, first_s=None), "truncated": ["0", "3"]}
+    page = render({**summary(), "claims": [claim("power", [gone, run(anomalies=LOST, number=2)], [run()])]})
+    assert "logs truncated below acknowledged offsets in 1/2 runs" in page
+    assert "run 1: not detected, log truncated" in page and "run 2: detected<" in page
+    assert render(summary()).count("truncated below") == 0
+    line = describe_run({"error": None, "anomalies": {}, "detected": False, "truncated": ["0", "3"]}, "unsafe")
+    assert line == "NOT detected (no anomaly); the drain found the log of keys 0, 3 truncated below acknowledged offsets"
 
 
 @pytest.mark.browser
