@@ -12,7 +12,15 @@ again before it starts the system.
 
 from __future__ import annotations
 
+import socket
+
 from harness.errors import GregorError
+
+# After a power cut of all three brokers, Kafka 3.9.1 recovered every log
+# (no clean-shutdown file) and re-elected its metadata quorum before it
+# served clients: 14 to 20 s after its process started (2026-11-26). The
+# schedule keeps this much room after a power cut's heal.
+RESTART_S = 20.0
 
 
 def require_powerfs(lab) -> None:
@@ -40,3 +48,17 @@ def cut_power(lab, names) -> dict[str, dict]:
 def lost_fields(lost: dict[str, dict]) -> dict:
     """The history's fields for a cut (docs/HISTORY.md, `power-off`): per node, then in all."""
     return {"lost": lost, "lost_bytes": sum(n["lost_bytes"] for n in lost.values())}
+
+
+def serving(lab, names) -> bool:
+    """Whether every named node accepts connections on its client address
+    (a broker that is still recovering its logs refuses them)."""
+    for name in names:
+        server = lab.system.bootstrap_servers([lab.node(name)]).split(",")[0]
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
+                pass
+        except (OSError, ValueError):
+            return False
+    return True

@@ -9,7 +9,8 @@ Given the main phase's deadline, it starts no fault that could not be held
 and healed with `tail_s` of ordinary operation left after it: writes that
 go on after a heal reuse the offsets a lossy election truncated, and that
 reuse is what makes a lost write visible (a loss in the last seconds would
-only leave the final drain waiting for offsets that no longer exist).
+only leave the final drain waiting for offsets that no longer exist). After
+a power cut's heal that tail counts from when the brokers serve again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections import Counter
 
 from harness.errors import GregorError
 from harness.signals import unwind_on_sigterm
-from nemesis import netem
+from nemesis import netem, power
 from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan, with_composites
@@ -111,6 +112,8 @@ class NemesisRunner:
         held = step.hold_s
         if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
             held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
+        if step.fault == "power-loss":    # the brokers recover their logs before they serve again
+            held += power.RESTART_S
         return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
@@ -118,8 +121,9 @@ class NemesisRunner:
             if self._stop.wait(step.quiet_s):
                 return
             if not self.room_for(step):
+                restart = f" + {power.RESTART_S:g} s for the brokers' restart" if step.fault == "power-loss" else ""
                 self.progress(f"nemesis: no room for another fault before the end "
-                              f"(hold {step.hold_s:g} s + {self.tail_s:g} s of writes after the heal)")
+                              f"(hold {step.hold_s:g} s{restart} + {self.tail_s:g} s of writes after the heal)")
                 return
             entry = self._start(step)
             if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
@@ -128,8 +132,25 @@ class NemesisRunner:
             with self._lock:
                 if entry["id"] in self._active:
                     self._heal(entry)
+            if entry.get("fault") == "power-loss":
+                self._wait_serving(entry.get("nodes", []))
             if self._stop.is_set():
                 return
+
+    def _wait_serving(self, nodes: list[str]) -> None:
+        """After a power cut's heal, waits (until the main phase ends) for the
+        brokers to serve: the tail of writes that reuse lost offsets, and the
+        next fault's interval, count from then, not from the processes' start."""
+        started = time.monotonic()
+        until = self.deadline if self.deadline is not None else started + 3 * power.RESTART_S
+        while not self._stop.is_set() and time.monotonic() < until:
+            if power.serving(self.ctx.lab, nodes):
+                self.progress(f"nemesis: {', '.join(nodes)} serving again "
+                              f"{time.monotonic() - started:.1f} s after the heal")
+                return
+            self._stop.wait(0.5)
+        if not self._stop.is_set():
+            self.progress(f"nemesis: {', '.join(nodes)} not serving by the end of the main phase")
 
     def _start(self, step: Step) -> dict | None:
         with self._lock:
