@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 
 from harness.errors import GregorError
+from harness.systems.capabilities import split_server
 
 # After a power cut of all three brokers, Kafka 3.9.1 recovered every log
 # (no clean-shutdown file) and re-elected its metadata quorum before it
@@ -54,11 +55,10 @@ def serving(lab, names) -> bool:
     """Whether every named node accepts connections on its client address
     (a broker that is still recovering its logs refuses them)."""
     for name in names:
-        server = lab.system.bootstrap_servers([lab.node(name)]).split(",")[0]
-        host, _, port = server.rpartition(":")
+        host, port = split_server(lab.system.bootstrap_servers([lab.node(name)]).split(",")[0])
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=1):
+            with socket.create_connection((host, port), timeout=1):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             return False
     return True

@@ -106,24 +106,29 @@ class NemesisRunner:
 
     # --- the thread -------------------------------------------------------------
 
-    def room_for(self, step: Step) -> bool:
-        """Whether the step can be held, healed and followed by tail_s of writes
-        before the main phase ends."""
+    @staticmethod
+    def held_s(step: Step) -> float:
+        """How long the step keeps the cluster from ordinary operation: its
+        hold, and what comes before or after it for some faults."""
         held = step.hold_s
         if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
             held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
         if step.fault == "power-loss":    # the brokers recover their logs before they serve again
             held += power.RESTART_S
-        return self.deadline is None or time.monotonic() + held + self.tail_s <= self.deadline
+        return held
+
+    def room_for(self, step: Step) -> bool:
+        """Whether the step can be held, healed and followed by tail_s of writes
+        before the main phase ends."""
+        return self.deadline is None or time.monotonic() + self.held_s(step) + self.tail_s <= self.deadline
 
     def _loop(self) -> None:
         for step in self._plan:
             if self._stop.wait(step.quiet_s):
                 return
             if not self.room_for(step):
-                restart = f" + {power.RESTART_S:g} s for the brokers' restart" if step.fault == "power-loss" else ""
-                self.progress(f"nemesis: no room for another fault before the end "
-                              f"(hold {step.hold_s:g} s{restart} + {self.tail_s:g} s of writes after the heal)")
+                self.progress(f"nemesis: no room for another fault before the end ({step.fault} held "
+                              f"{self.held_s(step):g} s + {self.tail_s:g} s of writes after the heal)")
                 return
             entry = self._start(step)
             if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
