@@ -39,14 +39,17 @@ def _example(row: dict, windows: list[dict]) -> dict:
     return example
 
 
-def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool) -> tuple[str, list[str]]:
+def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool,
+            torn: bool = False) -> tuple[str, list[str]]:
     """docs/ANOMALIES.md: invalid if any bad anomaly; else unknown if cut short,
     drain incomplete or empty; else valid. Also returns the reasons."""
     bad = [name for name, entry in anomalies.items() if entry["count"] > 0 and not entry["allowed"]]
     if bad:
         return "invalid", [f"bad anomalies: {', '.join(sorted(bad))}"]
     reasons = []
-    if cut_short:
+    if torn:
+        reasons.append("history cut short (its last line was cut off mid-write and left out)")
+    elif cut_short:
         reasons.append("history cut short (an invoke with no completion)")
     if not drain_complete:
         reasons.append("drain incomplete")
@@ -141,10 +144,11 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
             "examples": [_example(row, windows) for row in examples.get(name, [])][:max_examples],
         }
     stats = compute_stats(t)
-    cut_short = t.metrics["cut_short"] > 0
+    torn = t.metrics.get("torn_tail", 0) > 0
+    cut_short = t.metrics["cut_short"] > 0 or torn
     result = {"verdict": None, "anomalies": anomalies, "cut_short": cut_short}
     result["verdict"], result["verdict_reasons"] = verdict(
-        anomalies, cut_short, permissions.drain_complete(t.test), stats["ops"] == 0)
+        anomalies, cut_short, permissions.drain_complete(t.test), stats["ops"] == 0, torn)
     result["config"] = permissions.config(t.test)
     result["stats"] = stats
     result["nemesis"] = nemesis_windows.public(windows)
@@ -187,6 +191,9 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     started = time.monotonic()
     t = load(directory, spark)
     progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")
+    if t.metrics["torn_tail"]:
+        progress(f"  the last line ({t.metrics['torn_tail']} bytes, no newline) was cut off mid-write"
+                 " by a crash and is left out")
     try:
         result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:

@@ -197,7 +197,8 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
     if test is None:
         test = read_test(directory)
     keys = known_keys(test)
-    rows = _rows(paired_events(numbered_events(spark, history)), keys)
+    torn = torn_tail(history)
+    rows = _rows(paired_events(numbered_events(spark, history, drop_last=torn > 0)), keys)
     # A load of its own: without this the plan of a second load of the same
     # path would match this table in Spark's cache and be served stale rows
     # when the file changed in between (the filter is folded away when run).
@@ -211,6 +212,7 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
         # load (an uncompiled operator that also splits the compiled stage).
         counted = table.agg(*_metric_columns()).collect()[0]
         metrics = {name: int(counted[name] or 0) for name in counted.asDict()}
+        metrics["torn_tail"] = torn
         if metrics["problems"]:
             raise _first_problem(table, history)
     except BaseException:
@@ -231,14 +233,41 @@ def long_array(values: list) -> F.Column:
     return F.expr("cast(array(" + ", ".join(str(int(v)) for v in values) + ") as array<bigint>)")
 
 
-def numbered_events(spark: SparkSession, history: Path) -> DataFrame:
+def torn_tail(history: Path, chunk: int = 1 << 16) -> int:
+    """Bytes of a last line cut off mid-write (0 if none).
+
+    The writer appends each event with one write, but a SIGKILL can stop a
+    write that spans a page boundary halfway, leaving an unterminated line
+    that is not JSON. Such a tail is what a crash leaves and is left out; an
+    unterminated last line that parses is an event like any other.
+    """
+    with history.open("rb") as handle:
+        end = handle.seek(0, 2)
+        tail = b""
+        while end > 0 and b"\n" not in tail:
+            start = max(0, end - chunk)
+            handle.seek(start)
+            tail = handle.read(end - start) + tail
+            end = start
+    tail = tail[tail.rfind(b"\n") + 1:]
+    if not tail.strip():
+        return 0
+    try:
+        json.loads(tail)
+    except ValueError:
+        return len(tail)
+    return 0
+
+
+def numbered_events(spark: SparkSession, history: Path, drop_last: bool = False) -> DataFrame:
     """Parses each line, keeping its 1-based line number (`line`) and whether it is blank.
 
     Line numbers come from monotonically_increasing_id (partition id in the
     high bits) plus the row counts of earlier partitions: no Python rows.
+    `drop_last` leaves out the last line (a torn tail, see torn_tail).
     """
     text = spark.read.text(str(history)).withColumn("_id", F.monotonically_increasing_id())
-    if text.rdd.getNumPartitions() <= 1:
+    if text.rdd.getNumPartitions() <= 1 and not drop_last:
         counts = {0: 0}  # one partition: the row number is the line number, no counting job
     else:
         counts = dict(
@@ -254,7 +283,10 @@ def numbered_events(spark: SparkSession, history: Path) -> DataFrame:
     within = F.col("_id") - F.shiftleft(pid, 33)
     start = F.element_at(long_array(starts or [0]), (pid + 1).cast("int"))
     parsed = F.from_json("value", EVENT_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
-    return (text.withColumn("line", start + within + 1)
+    numbered = text.withColumn("line", start + within + 1)
+    if drop_last:
+        numbered = numbered.where(F.col("line") < total)
+    return (numbered
             .select("line", (F.trim(F.col("value")) == "").alias("blank"), parsed.alias("e"))
             .select("line", "blank", "e.*"))
 

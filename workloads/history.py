@@ -3,7 +3,10 @@
 Every event goes through `HistoryWriter.record`, which gives it the next
 index and appends it as one JSON line with ONE os.write on an O_APPEND file
 descriptor. A crash of the controller therefore leaves a readable prefix:
-no buffered lines are lost and no line is ever half written.
+no buffered lines are lost and lines never interleave. The one exception is
+the line being written when a SIGKILL lands: Linux may stop a write at a page
+boundary, leaving an unterminated prefix of that line as the file's tail.
+Readers leave such a tail out (read_history here, checkers.load.torn_tail).
 """
 
 from __future__ import annotations

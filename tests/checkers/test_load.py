@@ -122,3 +122,36 @@ def test_missing_test_json_is_an_error_and_nothing_is_written(spark, tmp_path):
 def test_good_history_loads(spark, tmp_path):
     t = load(write_run(tmp_path, GOOD), spark)
     assert t.ops.count() == 1 and t.mops.count() == 1
+
+
+def test_a_last_line_torn_by_a_crash_is_left_out_and_the_run_is_cut_short(spark, tmp_path):
+    read = [{"index": 2, "time": 6, "process": 1, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]},
+            {"index": 3, "time": 9, "process": 1, "type": "ok", "f": "poll", "mops": [poll(0, 0, 1)]}]
+    torn = json.dumps(dict(GOOD[0], index=4, process=2))[:25]
+    (tmp_path / "history.jsonl").write_text(_lines(GOOD + read) + torn)
+    (tmp_path / "test.json").write_text(json.dumps(base_test()))
+    said = []
+    result = check_dir(tmp_path, spark=spark, progress=said.append)
+    assert result["stats"]["events"] == 4 and result["cut_short"]
+    assert not any(entry["count"] and not entry["allowed"] for entry in result["anomalies"].values())
+    assert result["verdict"] == "unknown"
+    assert any("cut off mid-write" in reason for reason in result["verdict_reasons"])
+    assert any(f"last line ({len(torn)} bytes" in line for line in said)
+
+
+def test_an_unterminated_last_line_that_parses_is_an_event(spark, tmp_path):
+    (tmp_path / "history.jsonl").write_text(_lines(GOOD).rstrip("\n"))
+    t = load(tmp_path, spark, test=base_test())
+    try:
+        assert t.metrics["events"] == 2 and t.metrics["torn_tail"] == 0
+        assert t.ops.count() == 1
+    finally:
+        t.release()
+
+
+def test_a_torn_line_before_the_last_is_still_an_error(spark, tmp_path):
+    torn = json.dumps(GOOD[1])[:20]
+    (tmp_path / "history.jsonl").write_text(json.dumps(GOOD[0]) + "\n" + torn + "\n" + json.dumps(GOOD[1]))
+    (tmp_path / "test.json").write_text(json.dumps(base_test()))
+    with pytest.raises(GregorError, match="line 2: malformed JSON"):
+        check_dir(tmp_path, spark=spark, progress=lambda _: None)
