@@ -144,7 +144,7 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
             "examples": [_example(row, windows) for row in examples.get(name, [])][:max_examples],
         }
     stats = compute_stats(t)
-    torn = t.metrics.get("torn_tail", 0) > 0
+    torn = t.metrics["torn_tail"] > 0
     cut_short = t.metrics["cut_short"] > 0 or torn
     result = {"verdict": None, "anomalies": anomalies, "cut_short": cut_short}
     result["verdict"], result["verdict_reasons"] = verdict(

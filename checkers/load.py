@@ -570,7 +570,8 @@ def diagnose_line(text: str) -> str:
 def ops_with_mops(spark: SparkSession, source) -> DataFrame:
     """One row per op with its raw `mops` array, for the exports (which write
     whole ops, not rows). Parses the history again: exports are rare."""
-    paired = paired_events(numbered_events(spark, history_path(source)))
+    history = history_path(source)
+    paired = paired_events(numbered_events(spark, history, drop_last=torn_tail(history) > 0))
     is_invoke = F.col("type") == INVOKE
     cut = is_invoke & F.col("next_type").isNull()
     return (paired.where(~is_invoke | cut)

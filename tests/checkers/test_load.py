@@ -9,7 +9,7 @@ import pytest
 from checker_histories import History, base_test, poll, send, write_run
 from checkers import facts
 from checkers.check import check_dir
-from checkers.load import load
+from checkers.load import load, ops_with_mops
 from harness.errors import GregorError
 
 pytestmark = pytest.mark.spark
@@ -137,6 +137,8 @@ def test_a_last_line_torn_by_a_crash_is_left_out_and_the_run_is_cut_short(spark,
     assert result["verdict"] == "unknown"
     assert any("cut off mid-write" in reason for reason in result["verdict_reasons"])
     assert any(f"last line ({len(torn)} bytes" in line for line in said)
+    exported = ops_with_mops(spark, tmp_path).collect()
+    assert sorted(row["op"] for row in exported) == [1, 3]
 
 
 def test_an_unterminated_last_line_that_parses_is_an_event(spark, tmp_path):
