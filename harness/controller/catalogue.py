@@ -176,7 +176,9 @@ def first_time(anomaly: dict) -> float | None:
 
 def side_figures(runs: list[dict], side: str) -> dict:
     """Detection rate (unsafe) or false alarms (safe) over a side's runs, the
-    median time to the first anomaly that counts, and totals per anomaly."""
+    median time to the first anomaly that counts, totals per anomaly, and the
+    runs whose final drain found a key's log truncated below an acknowledged
+    offset (evidence no anomaly counts when every lost record had been read)."""
     done = [r for r in runs if r.get("error") is None]
     hits = [r for r in done if (r["detected"] if side == "unsafe" else not r["clean"])]
     times = [r["first_s"] for r in hits if r.get("first_s") is not None]
@@ -190,6 +192,7 @@ def side_figures(runs: list[dict], side: str) -> dict:
             entry["allowed"] = entry["allowed"] and anomaly["allowed"]
     return {"runs": len(runs), "completed": len(done), "errors": len(runs) - len(done),
             "hits": len(hits), "median_first_s": round(statistics.median(times), 1) if times else None,
+            "truncated": sum(1 for r in runs if r.get("truncated")),
             "anomalies": dict(sorted(totals.items()))}
 
 

@@ -113,22 +113,21 @@ def side_cell(claim: dict, side: str) -> str:
         for name, a in figures["anomalies"].items())
     links = "".join(run_link(i, run, side) for i, run in enumerate(runs, 1))
     return (f'<td class="side {kind}"><div class="settings">{esc(entry["settings"])}</div>'
-            f'<div class="rate">{esc(rate)}</div>{timing}{truncation_note(runs)}'
+            f'<div class="rate">{esc(rate)}</div>{timing}{truncation_note(figures)}'
             f'<div class="badges">{badges or "<span class=note>no anomaly</span>"}</div>'
             f'<div class="runs">{links}</div>'
             f'<details class="argv"><summary>gregor run arguments</summary><code>{esc(" ".join(entry["arguments"]))}'
             "</code></details></td>")
 
 
-def truncation_note(runs: list[dict]) -> str:
-    """Runs whose final drain found a key's log ending below an acknowledged
-    offset: evidence of lost records that no anomaly counts when every one
-    of them had been read before it vanished (docs/SCENARIOS.md)."""
-    truncated = [run for run in runs if run.get("truncated")]
+def truncation_note(figures: dict) -> str:
+    """A side's runs whose final drain found a key's log ending below an
+    acknowledged offset (docs/SCENARIOS.md)."""
+    truncated, runs = figures["truncated"], figures["runs"]
     if not truncated:
         return ""
-    return (f'<div class="note truncation">logs truncated below acknowledged offsets in {len(truncated)}/{len(runs)} '
-            f'run{"s" if len(runs) != 1 else ""} (each report\'s "Truncated logs")</div>')
+    return (f'<div class="note truncation">logs truncated below acknowledged offsets in {truncated}/{runs} '
+            f'run{"s" if runs != 1 else ""} (each report\'s "Truncated logs")</div>')
 
 
 def run_link(number: int, run: dict, side: str) -> str:
