@@ -90,7 +90,8 @@ def test_paused_client_is_in_state_T_and_resumes(lab, make):
         assert proc_state(sleeper.pid) == "T"
         nem.stop(entry)
         assert ctx.events[-1]["value"]["resumed_clients"] == [4]
-        assert proc_state(sleeper.pid) == "S"
+        # just after SIGCONT the sleeper may still be runnable before it sleeps again
+        assert proc_state(sleeper.pid) in ("R", "S")
     finally:
         sleeper.kill()
         sleeper.wait()
