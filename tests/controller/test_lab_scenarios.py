@@ -21,7 +21,9 @@ from nemesis.faults import START_F
 
 pytestmark = pytest.mark.lab
 
-CLAIMS = ("acks", "read-committed", "zombie-fencing")
+# zombie-fencing is left out for CI time: its fencing on a real run is
+# tests/workloads/test_lab_runs.py's, its verdicts the checker tests' and the catalogue's
+CLAIMS = ("acks", "read-committed")
 SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "40")
 
 
