@@ -277,6 +277,7 @@ class _Live:
     process: int                        # current logical id
     pending: dict | None = None         # last invoke without completion
     committing: int | None = None       # commit_time, once the pending txn op asked Kafka to commit
+    written: int | None = None          # when the pending txn op's writes were all acknowledged
     polled: list | None = None          # poll mops the pending op received, told before it processed them
     polled_at: float = 0.0              # time.monotonic() when it told them
     done: bool = False
@@ -379,12 +380,13 @@ class ClientPool:
             live = self.live.get(slot)
             return live.pending if live and not live.done else None
 
-    def pending_for_s(self, slot: int) -> float:
-        """How long the client's op has been in flight (0 if none), seconds."""
-        pending = self.pending(slot)
-        if pending is None:
-            return 0.0
-        return max(0.0, (self.writer.now_ns() - pending["time"]) / 1e9)
+    def writes_acknowledged(self, slot: int) -> bool:
+        """Whether the client's txn op in flight has had all its writes
+        acknowledged and not yet asked to commit: its transaction is open."""
+        with self.lock:
+            live = self.live.get(slot)
+            return bool(live and not live.done and live.pending is not None
+                        and live.written is not None and live.committing is None)
 
     def pending_sends(self, slot: int) -> list[dict]:
         """The sends of the op the client has in flight (key and value), if any."""
@@ -491,12 +493,15 @@ class ClientPool:
         if "_committing" in event:
             live.committing = event["_committing"]
             return
+        if "_written" in event:
+            live.written = event["_written"]
+            return
         if "_polled" in event:
             live.polled, live.polled_at = event["_polled"], time.monotonic()
             return
         recorded = self.writer.record(event)
         live.pending = recorded if recorded["type"] == "invoke" else None
-        live.committing = live.polled = None
+        live.committing = live.polled = live.written = None
         if self.observe:
             self.observe(recorded)
 
@@ -523,7 +528,7 @@ class ClientPool:
         event["error"] = why
         recorded = self.writer.record(event)
         live.pending = None
-        live.committing = live.polled = None
+        live.committing = live.polled = live.written = None
         if self.observe:
             self.observe(recorded)
         return recorded

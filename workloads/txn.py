@@ -161,12 +161,16 @@ class TxnRunner:
                     producer.send_offsets_to_transaction(
                         consumer_offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
                     out.extend({"f": "commit", "key": k, "offset": o} for k, o in commits)
-            if hold_s:
-                time.sleep(hold_s)   # work between writes and commit: a zombie's window
             remaining = producer.flush(CALL_TIMEOUT_S)
             failed = [err for err, _ in delivered.values() if err is not None]
             if failed or remaining:
                 raise KafkaException(failed[0]) if failed else TimeoutError("flush")
+            if hold_s:
+                if delivered:
+                    # tells the pool the writes are acknowledged: the transaction is
+                    # open on the broker, the moment a hang conductor waits for
+                    client.link.emit({"_written": client.link.now_ns()})
+                time.sleep(hold_s)   # work between writes and commit
             if abort:
                 fill_offsets()
                 self.abort(tp)
@@ -336,16 +340,15 @@ class HangConductor(Conductor):
                 self.faults.resume(slot, "end of hang")
 
     def wait_for_moment(self, slot: int, within_s: float = 5.0) -> bool:
-        """Waits until the client is at the chosen moment: its txn op in flight
-        for a while (its sends are out), or no op in flight."""
+        """Waits until the client is at the chosen moment: inside a txn op whose
+        writes the brokers have acknowledged (so the transaction is open there
+        and holds the last stable offset back), or with no op in flight."""
         end = time.monotonic() + within_s
         while time.monotonic() < end and not self.halt.is_set():
-            pending = self.pool.pending(slot)
             if self.where == "inside":
-                if pending is not None and pending.get("f") == "txn" and \
-                        self.pool.pending_for_s(slot) >= 0.03:
+                if self.pool.writes_acknowledged(slot):
                     return True
-            elif pending is None:
+            elif self.pool.pending(slot) is None:
                 return True
             time.sleep(0.005)
         return False

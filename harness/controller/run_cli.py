@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "between two, for --hang-s seconds")
     add("--hang-s", default=None, help="how long a --hang lasts (default: transaction timeout + 5 s)")
     add("--txn-hold-ms", default="0",
-        help="txn workload: time between a transaction's writes and its commit (default 0)")
+        help="txn workload: time between a transaction's acknowledged writes and its commit "
+             "(default 0; --hang inside pauses a client then)")
     add("--data-on", default=None, choices=["disk", "powerfs"],
         help="where a new lab keeps the brokers' data (default: powerfs when --nemesis has "
              "power-loss, else disk)")
@@ -258,6 +259,9 @@ def validate(args) -> dict:
                                  ("--hang", "txn", args.hang is not None)):
         if used and args.workload != workload:
             raise GregorError(f"{flag} is for the {workload} workload, not {args.workload}")
+    if args.hang == "inside" and not cfg["txn_hold_ms"]:
+        raise GregorError("--hang inside needs --txn-hold-ms above 0 (try 200): the client is "
+                          "paused while it holds a transaction whose writes are acknowledged")
     cfg["storage"] = args.data_on or ("powerfs" if POWER_LOSS in cfg["nemesis"] else "disk")
     if POWER_LOSS in cfg["nemesis"] and cfg["storage"] != "powerfs":
         raise GregorError("--nemesis power-loss needs --data-on powerfs (a plain disk cannot lose power)")

@@ -11,7 +11,7 @@ from workloads.generators import Plans
 
 
 def make_client(spec, link):
-    kinds = {"committer": CommittingClient, "processor": ProcessingConsumer}
+    kinds = {"committer": CommittingClient, "processor": ProcessingConsumer, "holder": HoldingClient}
     return kinds.get(spec.role, FakeClient)(spec, link)
 
 
@@ -53,3 +53,20 @@ class ProcessingConsumer(FakeClient):
         polled = [{"f": "poll", "key": 0, "offset": 3, "value": 30}, {"f": "poll", "key": 1, "offset": 5, "value": 51}]
         self.link.emit({"_polled": polled})
         time.sleep(60)
+
+
+class HoldingClient(FakeClient):
+    """A transactional client that tells the pool its writes are acknowledged
+    (`_written`, as TxnRunner does before its hold), holds, asks to commit
+    and completes, each phase long enough to be seen from outside."""
+
+    def step(self):
+        mops = self.plans.sends(1)
+        self.invoke("txn", mops)
+        time.sleep(0.3)
+        self.link.emit({"_written": self.link.now_ns()})
+        time.sleep(0.6)
+        self.link.emit({"_committing": self.link.now_ns()})
+        time.sleep(0.6)
+        self.complete("ok", [dict(m, offset=1) for m in mops])
+        time.sleep(0.6)

@@ -118,6 +118,28 @@ def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
     assert "resend" not in extra
 
 
+def test_a_transaction_counts_as_open_from_its_acknowledged_writes_until_it_asks_to_commit(tmp_path):
+    """The hang conductor's `inside` moment (writes_acknowledged): seen in
+    that order, once per op, and never while no op is in flight."""
+    writer = HistoryWriter(str(tmp_path / "h.jsonl"))
+    pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
+    pool.spawn(replace(specs(writer.start_ns, 10.0)[0], role="holder"))
+    seen: list = []
+    end = time.monotonic() + 4.5
+    while time.monotonic() < end:
+        state = (pool.pending(0) is not None, pool.writes_acknowledged(0))
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        time.sleep(0.01)
+    pool.stop_all(grace_s=1)
+    writer.close()
+    assert (False, True) not in seen
+    start = seen.index((True, True))
+    assert seen[start - 1] == (True, False), seen           # sent, not yet acknowledged
+    assert seen[start + 1:start + 3] == [(True, False), (False, False)], seen   # committing, then done
+    assert seen.count((True, True)) >= 2, seen
+
+
 def test_a_consumer_killed_while_it_processes_lists_what_it_had_read(tmp_path):
     """docs/HISTORY.md: the polls of an `info` completion list the records
     received before the failure; a killed consumer cannot say so itself."""

@@ -17,30 +17,29 @@ from workloads.zombie import ACTIVATE, activation
 
 
 class Pool:
-    def __init__(self, pending, age_s):
-        self._pending, self.age_s = pending, age_s
+    def __init__(self, pending, acknowledged=False):
+        self._pending, self.acknowledged = pending, acknowledged
 
     def pending(self, slot):
         return self._pending
 
-    def pending_for_s(self, slot):
-        return self.age_s if self._pending else 0.0
+    def writes_acknowledged(self, slot):
+        return self._pending is not None and self.acknowledged
 
 
 def conductor(pool, where):
     return HangConductor(faults=None, pool=pool, slots=[0], seed=1, where=where, hang_s=1.0)
 
 
-def test_inside_waits_for_a_transaction_that_has_sent_its_writes():
-    assert conductor(Pool({"f": "txn"}, 0.05), "inside").wait_for_moment(0, within_s=0.05)
-    assert not conductor(Pool({"f": "txn"}, 0.0), "inside").wait_for_moment(0, within_s=0.05)
-    assert not conductor(Pool({"f": "init"}, 1.0), "inside").wait_for_moment(0, within_s=0.05)
-    assert not conductor(Pool(None, 0.0), "inside").wait_for_moment(0, within_s=0.05)
+def test_inside_waits_for_a_transaction_whose_writes_are_acknowledged():
+    assert conductor(Pool({"f": "txn"}, acknowledged=True), "inside").wait_for_moment(0, within_s=0.05)
+    assert not conductor(Pool({"f": "txn"}), "inside").wait_for_moment(0, within_s=0.05)
+    assert not conductor(Pool(None), "inside").wait_for_moment(0, within_s=0.05)
 
 
 def test_between_waits_for_no_op_in_flight():
-    assert conductor(Pool(None, 0.0), "between").wait_for_moment(0, within_s=0.05)
-    assert not conductor(Pool({"f": "txn"}, 1.0), "between").wait_for_moment(0, within_s=0.05)
+    assert conductor(Pool(None), "between").wait_for_moment(0, within_s=0.05)
+    assert not conductor(Pool({"f": "txn"}, acknowledged=True), "between").wait_for_moment(0, within_s=0.05)
 
 
 def test_an_activation_may_carry_the_sends_to_do_first():

@@ -30,6 +30,7 @@ CASES = [
     (["--workload", "queue", "--batch", "x"], "--batch must be a whole number"),
     (["--workload", "queue", "--backend", "vm"], "unknown backend 'vm'; choose one of local, docker"),
     (["--workload", "queue", "--system", "nosuch"], "unknown system 'nosuch'"),
+    (["--workload", "txn", "--hang", "inside"], "--hang inside needs --txn-hold-ms above 0"),
 ]
 
 
