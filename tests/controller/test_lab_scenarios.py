@@ -3,7 +3,7 @@ and system: each claim's unsafe side shows an expected anomaly and its safe
 side none that is bad, with fixed seeds; the page and the summary are written.
 
 Runs are shorter than the catalogue's 60 s (GREGOR_SCENARIOS_TEST_S, default
-40: long enough for a fault and the writes after its heal) to keep the suite
+30: long enough for a fault and the writes after its heal) to keep the suite
 lean; the full table is benchmarks/bench_scenarios.py. A side whose claim has
 a nemesis must have had a fault: a run with none proves nothing either way.
 """
@@ -21,10 +21,8 @@ from nemesis.faults import START_F
 
 pytestmark = pytest.mark.lab
 
-# zombie-fencing is left out for CI time: its fencing on a real run is
-# tests/workloads/test_lab_runs.py's, its verdicts the checker tests' and the catalogue's
-CLAIMS = ("acks", "read-committed")
-SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "40")
+CLAIMS = ("acks", "read-committed", "zombie-fencing")
+SECONDS = os.environ.get("GREGOR_SCENARIOS_TEST_S", "30")
 
 
 @pytest.fixture(scope="module")
