@@ -219,7 +219,7 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
     ("queue", ["--concurrency", "4", "--rate", "200", "--batch", "5"]),
     ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
     # librdkafka's group log in the client logs: a copier that restarts a key
-    # below its group's commit (eos-duplicate 50, once in 184 fault-free runs
+    # below its group's commit (eos-duplicate 50, once in 529 fault-free runs
     # on 2026-11-26, README "Known limits") shows here where its start offset came from
     pytest.param("eos", ["--concurrency", "4", "--rate", "100", "--keys", "4",
                          "--consumer-config", "debug=cgrp,consumer"], marks=pytest.mark.first_backend_only),
