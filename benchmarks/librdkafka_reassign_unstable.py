@@ -27,8 +27,8 @@ A correct B starts each partition at LOW or HIGH, never at 0.
 
     sudo .venv/bin/python benchmarks/librdkafka_reassign_unstable.py [--how join|assign|once] [--trials 5] [--lab rep]
 
-It brings its lab up (`gregor lab up`) unless one of that name is running,
-and takes down only a lab it started.
+It brings its lab up (as `gregor lab up` does) unless one of that name is
+running, and takes down only a lab it started.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,7 +51,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from harness.errors import GregorError  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 
-GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
 LOW, HIGH, RECORDS, PARTITIONS = 100, 200, 300, 2
 HOLD_S = 6.5   # how long the transaction holds the offsets
 
@@ -83,7 +81,8 @@ class Reader:
     def __init__(self, bootstrap: str, group: str, log_path: str):
         log = logging.getLogger(log_path)
         log.propagate = False
-        log.handlers = [logging.FileHandler(log_path, mode="w")]
+        self.log_file = logging.FileHandler(log_path, mode="w")
+        log.handlers = [self.log_file]
         log.setLevel(logging.DEBUG)
         self.consumer = Consumer(consumer_config(bootstrap, group, debug="cgrp", logger=log))
         self.first: dict[int, int] = {}
@@ -145,6 +144,7 @@ def trial(bootstrap: str, topic: str, how: str, log_path: str) -> Reader:
         if c.is_alive():
             c.join()
         reader.consumer.close()
+        reader.log_file.close()
         committer.close()
 
 
@@ -167,14 +167,7 @@ def main() -> int:
     try:
         lab = Lab.attach(args.lab)
     except GregorError:
-        print(f"lab {args.lab}: starting it", flush=True)
-        up = subprocess.run([GREGOR, "lab", "up", "--lab", args.lab], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-        if up.returncode != 0:
-            said = (up.stderr.strip().splitlines() or ["(nothing)"])[-1]
-            print(f"error: gregor lab up --lab {args.lab} failed: {said}", file=sys.stderr)
-            return 1
-        started, lab = True, Lab.attach(args.lab)
+        lab, started = Lab.up(name=args.lab, progress=lambda message: print(message, flush=True)), True
     try:
         bootstrap = lab.bootstrap_servers
         print(f"confluent-kafka {version()}, librdkafka {libversion()[0]}; --how {args.how}", flush=True)
@@ -184,19 +177,19 @@ def main() -> int:
         for n in range(args.trials):
             log_path = os.path.join(logs, f"trial-{n + 1}.log")
             reader = trial(bootstrap, topic, args.how, log_path)
-            bad = {p: o for p, o in reader.first.items() if o not in (LOW, HIGH)}
-            wrong += bool(bad) or not reader.first
+            bad = not reader.first or any(o not in (LOW, HIGH) for o in reader.first.values())
+            wrong += bad
             path = ("an UNSTABLE answer put back as pending, then started at INVALID"
                     if started_at_invalid(log_path) else "no start at INVALID in the log")
             print(f"trial {n + 1}: first offsets {dict(sorted(reader.first.items()))} "
-                  f"({'WRONG' if bad or not reader.first else 'ok'}; {', '.join(reader.events)}; "
+                  f"({'WRONG' if bad else 'ok'}; {', '.join(reader.events)}; "
                   f"{path}; log {log_path})", flush=True)
         print(f"{wrong} of {args.trials} trials read a partition from outside the committed "
               f"offsets {LOW} and {HIGH}")
         return 0
     finally:
         if started:
-            subprocess.run([GREGOR, "lab", "down", "--lab", args.lab], check=False, stdout=subprocess.DEVNULL)
+            Lab.down(args.lab, progress=None)
 
 
 if __name__ == "__main__":
