@@ -6,8 +6,9 @@ Generates a history like bench_checkers.py's (or takes --run DIR), then times,
 in one warm Spark session, each stage of checkers/load.py written to Spark's
 no-op sink (every column computed, nothing stored): the parse with line
 numbers, the pairing of invokes and completions (a window per process), the
-rows (one per op, mop and marker), then the whole load (the shuffle by
-route, the persist and the metrics). The first repeat includes the JIT's
+rows (one per op, mop and marker), then the whole SQL load (the shuffle by
+route, the persist and the metrics), and the whole fast load
+(checkers/fastload.py) that builds the same table. The first repeat includes the JIT's
 warm-up; the last one is the figure to compare. The gap between the parse
 and the whole load is what a one-shuffle load would save.
 """
@@ -41,7 +42,8 @@ def measure(spark, run: Path) -> dict[str, float]:
         "parse + pairing": lambda: _noop(stages.paired_events(stages.numbered_events(spark, history))),
         "parse + pairing + rows": lambda: _noop(
             stages._rows(stages.paired_events(stages.numbered_events(spark, history)), keys)),
-        "whole load": lambda: stages.load(run, spark).release(),
+        "whole SQL load": lambda: stages.load(run, spark, fast=False).release(),
+        "whole fast load": lambda: stages.load(run, spark).release(),
     }
     out = {}
     for name, step in steps.items():

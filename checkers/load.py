@@ -1,6 +1,10 @@
 """From history.jsonl + test.json to the one table every finder reads.
 
-The history is parsed once with an explicit schema, each completion is
+checkers/fastload.py builds the rows of a well-formed history (pyarrow and
+numpy in Python workers, no shuffle); what it does not take is loaded here
+by Spark SQL, which also names a bad line. Both build the same rows.
+
+Here the history is parsed once with an explicit schema, each completion is
 paired with its invoke (one shuffle by process), and every line becomes the
 rows the finders need, in a single pass: one `op` row per op, one row per
 micro-operation, marker rows for rebalances and consume-transform-produce
@@ -187,10 +191,13 @@ def history_path(source) -> Path:
     return history
 
 
-def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
+def load(source, spark: SparkSession, test: dict | None = None, fast: bool = True) -> Tables:
     """Loads a run directory (or a history.jsonl path) into validated Tables.
 
-    Raises GregorError naming the first bad line; nothing is written.
+    The rows come from checkers/fastload.py when it takes the history (every
+    well-formed history without a torn tail), else from the SQL load here,
+    which also names the first bad line. `fast=False` always uses the SQL
+    load. Raises GregorError naming the first bad line; nothing is written.
     """
     history = history_path(source)
     directory = history.parent
@@ -198,12 +205,32 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
         test = read_test(directory)
     keys = known_keys(test)
     torn = torn_tail(history)
-    rows = _rows(paired_events(numbered_events(spark, history, drop_last=torn > 0)), keys)
+    if fast and not torn:
+        from checkers.fastload import fast_rows
+        rows = fast_rows(spark, history, keys)
+        if rows is not None:
+            tables = _stored(rows, spark, history, test, torn, name_problems=False)
+            if not tables.metrics["problems"]:
+                return tables
+            tables.release()  # the file changed between the fast load's passes
+    return _stored(sql_rows(spark, history, keys, torn), spark, history, test, torn)
+
+
+def sql_rows(spark: SparkSession, history: Path, keys: list[int], torn: int) -> DataFrame:
+    """The table's rows by Spark SQL: from_json, a window per process, and SQL expressions."""
+    return _rows(paired_events(numbered_events(spark, history, drop_last=torn > 0)), keys).drop("_pos", "_mpos")
+
+
+def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, torn: int,
+            name_problems: bool = True) -> Tables:
+    """Shuffles the rows by route, persists them and counts the metrics (one
+    job); raises GregorError for the first problem row if `name_problems`."""
+    directory = history.parent
     # A load of its own: without this the plan of a second load of the same
     # path would match this table in Spark's cache and be served stale rows
     # when the file changed in between (the filter is folded away when run).
     this_load = F.lit(uuid.uuid4().hex)
-    rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull()).drop("_pos", "_mpos")
+    rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull())
     storage = storage_level(history)
     table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
@@ -213,7 +240,7 @@ def load(source, spark: SparkSession, test: dict | None = None) -> Tables:
         counted = table.agg(*_metric_columns()).collect()[0]
         metrics = {name: int(counted[name] or 0) for name in counted.asDict()}
         metrics["torn_tail"] = torn
-        if metrics["problems"]:
+        if metrics["problems"] and name_problems:
             raise _first_problem(table, history)
     except BaseException:
         table.unpersist()

@@ -1,0 +1,479 @@
+"""The load without Spark's row-by-row parse: Python workers parse each file
+partition with pyarrow and build the table's rows with numpy.
+
+checkers/load.py parses every line with `from_json`, pairs each completion
+with its invoke through a window per process (a shuffle and a sort of every
+event), then builds the rows with SQL expressions. Most of a large check's
+time went there. This module builds the very same rows, column for column,
+in two passes over the file's partitions, with no shuffle before the one
+by route:
+
+1. each partition is parsed (checkers/eventparse.py) and summed up per
+   process: its first event and its last two, how many assign/subscribe
+   ops it completed, its latest `ok` init. The driver folds those
+   summaries in partition order into what each partition needs from the
+   ones before and after it (a process never has two ops in flight, so an
+   op split across two partitions is its last event in one and its first
+   in the next);
+2. each partition is parsed again and turned into rows, the pairing done
+   with the carried facts. A file of one partition (a small run) skips
+   pass 1: pass 2 sums its one partition up itself.
+
+Anything the fast path does not take (a line that breaks a rule, a torn
+tail, a file that changed between the passes) returns None, and
+checkers/load.py loads the run instead and names the bad line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from checkers.arrays import NULL
+from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, ints, mop_fields, parse
+from checkers.history import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
+from checkers.load import (COMMIT_ROW, FROM_ROW, NEMESIS_ROUTE, OP_ROW, POLL_ROW, PROBLEM_ROUTE, PROBLEM_ROW,
+                           REBALANCE_ROW, SEND_ROW)
+
+OK_T, FAIL_T, INFO_T = TYPE_CODES[OK], TYPE_CODES[FAIL], TYPE_CODES[INFO]
+TYPE_NAMES = {OK_T: OK, FAIL_T: FAIL, INFO_T: INFO, INVOKE_CODE: INVOKE}
+
+# The rows as pass 2 yields them: the table's columns, except that `group`
+# is on every row that has one (the JVM hashes it into `gid`, then keeps it
+# on op rows only) and a nemesis op carries its line (the JVM reads its
+# `value` out of it, as checkers/load.py does, so the text is the same).
+ROW_ARROW = pa.schema([
+    ("kind", pa.int32()), ("route", pa.int64()), ("op", pa.int64()), ("mop_index", pa.int32()),
+    ("key", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()), ("poll", pa.int32()),
+    ("from_key", pa.int64()), ("from_value", pa.int64()), ("process", pa.string()), ("pid", pa.int64()),
+    ("f", pa.string()), ("type", pa.string()), ("tcode", pa.int32()), ("is_txn", pa.bool_()),
+    ("invoke_index", pa.int64()), ("invoke_time", pa.int64()), ("complete_time", pa.int64()),
+    ("error", pa.string()), ("txn_id", pa.string()), ("producer_id", pa.int64()), ("epoch", pa.int64()),
+    ("commit_time", pa.int64()), ("_group", pa.string()), ("auto", pa.bool_()), ("keys", pa.list_(pa.int64())),
+    ("rebalance", pa.list_(REBALANCE_TYPE)), ("_nemesis_line", pa.string()), ("cut_short", pa.bool_()),
+    ("n_sends", pa.int32()), ("n_send_keys", pa.int32()), ("reads", pa.bool_()), ("seg", pa.int64()),
+    ("own_epoch", pa.int64()), ("own_producer_id", pa.int64()), ("line", pa.int64()), ("_tight", pa.bool_()),
+])
+SUMMARY_SCHEMA = "partition int, summary string"
+# The loaded table's columns, in checkers/load.py's order.
+TABLE_COLUMNS = ("kind", "route", "op", "mop_index", "key", "value", "offset", "poll", "from_key", "from_value",
+                 "process", "pid", "f", "type", "tcode", "is_txn", "invoke_index", "invoke_time", "complete_time",
+                 "error", "txn_id", "producer_id", "epoch", "commit_time", "group", "gid", "auto", "keys",
+                 "rebalance", "value_json", "cut_short", "n_sends", "n_send_keys", "reads", "seg", "own_epoch",
+                 "own_producer_id", "line", "problem_rank", "problem", "text", "_tight")
+
+
+def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None:
+    """The load's rows (before the shuffle by route), or None when the fast
+    path does not take this history (checkers/load.py then loads it)."""
+    known = np.array(sorted(keys), dtype=np.int64)
+    text = spark.read.text(str(history))
+    carries = None  # one partition: pass 2 sums it up itself, one job instead of two
+    if text.rdd.getNumPartitions() > 1:
+        summaries = sorted(text.mapInArrow(_summarizer(known), SUMMARY_SCHEMA).collect(),
+                           key=lambda r: r["partition"])
+        carries = fold([json.loads(row["summary"]) for row in summaries])
+        if carries is None:
+            return None
+    raw = text.mapInArrow(_row_maker(known, carries), T._parse_datatype_string(_ddl(ROW_ARROW)))
+    group = F.col("_group")
+    derived = {
+        "group": F.when(F.col("kind") == OP_ROW, group),
+        "gid": F.when(group.isNotNull(), F.xxhash64(group)),
+        "value_json": F.from_json("_nemesis_line", "value string").getField("value"),
+        "problem_rank": F.lit(None).cast("int"),
+        "problem": F.lit(None).cast("string"),
+        "text": F.lit(None).cast("string"),
+    }
+    return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
+
+
+def _ddl(schema: pa.Schema) -> str:
+    def name(t):
+        if pa.types.is_list(t):
+            return f"array<{name(t.value_type)}>"
+        if pa.types.is_struct(t):
+            return "struct<" + ",".join(f"{f.name}:{name(f.type)}" for f in t) + ">"
+        return {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string", pa.bool_(): "boolean"}[t]
+    return ", ".join(f"`{f.name}` {name(f.type)}" for f in schema)
+
+
+def _partition_lines(batches) -> pa.Array:
+    chunks = [batch.column(0) for batch in batches]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+    return TaskContext.get().partitionId()
+
+
+# ---------------------------------------------------------------- pass 1
+
+def _summarizer(known: np.ndarray):
+    def run(batches):
+        partition = _partition_id()
+        try:
+            summary = summarize(parse(_partition_lines(batches), known))
+        except Suspect as suspect:
+            summary = {"suspect": str(suspect)}
+        summary["partition"] = partition
+        yield pa.RecordBatch.from_pydict({"partition": [partition], "summary": [json.dumps(summary)]},
+                                         schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]))
+    return run
+
+
+def _by_process(events: Events) -> tuple[np.ndarray, np.ndarray]:
+    """The events in process order (line order within a process), and where each process starts."""
+    perm = np.argsort(events.pid, kind="stable")
+    pid = events.pid[perm]
+    start = np.r_[True, pid[1:] != pid[:-1]] if len(pid) else np.empty(0, bool)
+    return perm, start
+
+
+def _is_reset(events: Events) -> np.ndarray:
+    return (events.type != INVOKE_CODE) & pc.is_in(events.f, pa.array(list(RESETS))).to_numpy(zero_copy_only=False)
+
+
+def _init_candidate(events: Events) -> tuple[np.ndarray, np.ndarray]:
+    """(an ok init with an epoch, whether it names its txn_id itself): it is
+    an instance's start if its txn_id, or its invoke's, is known."""
+    epoch_null = ints(events.table.column("epoch"))[1]
+    is_init = pc.equal(events.f, INIT).to_numpy(zero_copy_only=False)
+    candidate = (events.type == OK_T) & is_init & ~epoch_null
+    return candidate, ~events.table.column("txn_id").is_null().to_numpy(zero_copy_only=False)
+
+
+def _event_facts(events: Events, i: int) -> dict:
+    table = events.table
+    return {"type": int(events.type[i]), "index": int(events.index[i]), "time": int(events.time[i]),
+            "f": events.f[i].as_py(), "txn_id": table.column("txn_id")[i].as_py(),
+            "group": table.column("group")[i].as_py(), "keys": table.column("keys")[i].as_py(),
+            "epoch": table.column("epoch")[i].as_py(), "producer_id": table.column("producer_id")[i].as_py()}
+
+
+def summarize(events: Events) -> dict:
+    """What the other partitions need to know of this one, per process;
+    raises Suspect if an op of one process does not pair within it."""
+    n = len(events)
+    if n == 0:
+        return {"first_index": None, "count": 0, "processes": {}}
+    perm, start = _by_process(events)
+    types, fs = events.type[perm], events.f.take(pa.array(perm))
+    follows = ~start
+    completion = types != INVOKE_CODE
+    prev_type = np.r_[-1, types[:-1]]
+    same_f = np.r_[False, pc.equal(fs[1:], fs[:-1]).to_numpy(zero_copy_only=False)] if n > 1 else np.zeros(1, bool)
+    bad = follows & completion & ((prev_type != INVOKE_CODE) | ~same_f)
+    bad |= follows & ~completion & (prev_type == INVOKE_CODE)
+    if bad.any():
+        raise Suspect("an op that does not pair with its invoke")
+    reset = _is_reset(events)[perm]
+    candidate, own_txn = _init_candidate(events)
+    candidate, own_txn = candidate[perm], own_txn[perm]
+    txn_known = ~events.table.column("txn_id").is_null().to_numpy(zero_copy_only=False)[perm]
+    prev_txn_known = np.r_[False, txn_known[:-1]]
+    init_local = candidate & (own_txn | prev_txn_known) & follows
+    bounds = np.r_[np.flatnonzero(start), n]
+    processes = {}
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        first, last = perm[lo], perm[hi - 1]
+        inits = np.flatnonzero(init_local[lo:hi])
+        processes[str(int(events.pid[first]))] = {
+            "first": _event_facts(events, first),
+            "first_init": bool(candidate[lo]), "first_own_txn": bool(own_txn[lo]),
+            "last": _event_facts(events, last),
+            "last2": _event_facts(events, perm[hi - 2]) if hi - lo >= 2 else None,
+            "seg": int(reset[lo:hi].sum()),
+            "init": _event_facts(events, perm[lo + inits[-1]]) if len(inits) else None,
+        }
+    return {"first_index": int(events.index[0]), "count": n, "processes": processes}
+
+
+def fold(summaries: list[dict]) -> dict | None:
+    """Per partition and process, what comes before and after it: the last
+    two events, the count of resets, the latest instance start, and the
+    next event. None when a summary is suspect or partitions do not join up."""
+    carries: dict[int, dict] = {}
+    state: dict[str, dict] = {}
+    seen = 0
+    for summary in summaries:
+        if "suspect" in summary:
+            return None
+        if summary["count"] and summary["first_index"] != seen:
+            return None
+        carries[summary["partition"]] = {"count": summary["count"], "first_index": summary["first_index"],
+                                          "processes": {}}
+        here = carries[summary["partition"]]["processes"]
+        seen += summary["count"]
+        for pid, s in summary["processes"].items():
+            before = state.get(pid)
+            last = before["last"] if before else None
+            first = s["first"]
+            if first["type"] != INVOKE_CODE:
+                if last is None or last["type"] != INVOKE_CODE or last["f"] != first["f"]:
+                    return None
+            elif last is not None and last["type"] == INVOKE_CODE:
+                return None
+            if before:
+                before["next_partition"][0]["next"] = True
+            carry = {"last": last, "last2": before["last2"] if before else None,
+                     "seg": before["seg"] if before else 0, "init": before["init"] if before else None,
+                     "next": False}
+            here[pid] = carry
+            init = carry["init"]
+            if s["first_init"] and (s["first_own_txn"] or (last is not None and last["txn_id"] is not None)):
+                init = first
+            if s["init"] is not None:
+                init = s["init"]
+            state[pid] = {"last": s["last"], "last2": s["last2"] if s["last2"] is not None else last,
+                          "seg": carry["seg"] + s["seg"], "init": init, "next_partition": [carry]}
+    return carries
+
+
+# ---------------------------------------------------------------- pass 2
+
+def _row_maker(known: np.ndarray, carries: dict):
+    def run(batches):
+        partition = _partition_id()
+        carry = carries.get(partition) if carries is not None else None
+        try:
+            events = parse(_partition_lines(batches), known)
+            if carries is None:
+                carry = (fold([dict(summarize(events), partition=partition)]) or {}).get(partition)
+        except Suspect:
+            events = None
+        if carry is None or events is None or len(events) != carry["count"] or (
+                len(events) and int(events.index[0]) != carry["first_index"]):
+            # A line pass 2 does not take (with one partition, pass 2 is the
+            # only pass), or the file changed since pass 1: one problem row,
+            # and the load falls back to checkers/load.py.
+            yield _table({"kind": pa.array([PROBLEM_ROW], pa.int32()), "route": pa.array([PROBLEM_ROUTE])},
+                         1).to_batches()[0]
+        elif len(events):
+            yield from make_rows(events, carry["processes"]).to_batches()
+    return run
+
+
+def _nullable(values: np.ndarray, null: np.ndarray | None = None, type_=pa.int64()) -> pa.Array:
+    return pa.array(values, type=type_, mask=(values == NULL) if null is None else null)
+
+
+def make_rows(events: Events, carry: dict) -> pa.Table:
+    """The table's rows for one partition's events (checkers/load.py's `_rows`, for valid lines)."""
+    n = len(events)
+    table = events.table
+    perm, start = _by_process(events)
+    pid_sorted = events.pid[perm]
+    group_at = np.cumsum(start) - 1
+    firsts = np.flatnonzero(start)
+    lasts = np.r_[firsts[1:] - 1, n - 1]
+    carry_of = [carry.get(str(int(pid_sorted[i]))) for i in firsts]
+    # Extended event space: positions 0..n-1 are this partition's events (in
+    # line order), n.. are the carried last and second-to-last events.
+    ext = [c[name] for c in carry_of for name in ("last", "last2") if c is not None and c[name] is not None]
+    ext_pos = {}
+    k = n
+    for g, c in enumerate(carry_of):
+        for name in ("last", "last2"):
+            if c is not None and c[name] is not None:
+                ext_pos[(g, name)] = k
+                k += 1
+    # prev and prev2 in process order, as extended positions (-1: none).
+    sorted_prev = np.r_[-1, perm[:-1]]
+    sorted_prev2 = np.r_[-1, -1, perm[:-2]][:n]
+    is_second = np.r_[False, start[:-1]] & ~start
+    prev = np.where(start, -1, sorted_prev)
+    prev2 = np.where(start | is_second, -1, sorted_prev2)
+    for g, first in enumerate(firsts):
+        prev[first] = ext_pos.get((g, "last"), -1)
+        prev2[first] = ext_pos.get((g, "last2"), -1)
+        if first + 1 < n and not start[first + 1]:
+            prev2[first + 1] = ext_pos.get((g, "last"), -1)
+    has_next = np.r_[~start[1:], False]
+    for g, last in enumerate(lasts):
+        has_next[last] = bool(carry_of[g] and carry_of[g]["next"])
+    # Back to line order.
+    unsort = np.empty(n, np.int64)
+    unsort[perm] = np.arange(n)
+    prev, prev2, has_next = prev[unsort], prev2[unsort], has_next[unsort]
+
+    def extended(values: np.ndarray, name: str) -> np.ndarray:
+        extra = np.array([NULL if e[name] is None else e[name] for e in ext], dtype=np.int64)
+        return np.concatenate([values, extra])
+
+    def extended_arrow(column: pa.Array, name: str, type_) -> pa.Array:
+        return pa.concat_arrays([column, pa.array([e[name] for e in ext], type=type_)])
+
+    def at(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+        return np.where(where >= 0, values[np.maximum(where, 0)], NULL)
+
+    e_type = extended(events.type, "type")
+    e_index = extended(events.index, "index")
+    e_time = extended(events.time, "time")
+    prev_type, prev_index, prev_time = at(e_type, prev), at(e_index, prev), at(e_time, prev)
+    prev2_type, prev2_time = at(e_type, prev2), at(e_time, prev2)
+
+    invoke = events.type == INVOKE_CODE
+    cut = invoke & ~has_next
+    real = ~invoke | cut
+    # seg: resets completed before each event in its process (carried in).
+    reset = _is_reset(events)
+    reset_sorted = reset[perm].astype(np.int64)
+    inclusive = np.cumsum(reset_sorted)
+    base = np.array([c["seg"] if c else 0 for c in carry_of], dtype=np.int64)
+    seg_sorted = inclusive - reset_sorted - (inclusive - reset_sorted)[firsts][group_at] + base[group_at]
+    seg = seg_sorted[unsort]
+    # own init: the latest ok init before each event in its process.
+    candidate, own_txn = _init_candidate(events)
+    txn_col = table.column("txn_id").combine_chunks()
+    e_txn = extended_arrow(txn_col, "txn_id", pa.string())
+    prev_txn_known = np.zeros(n, bool)
+    has_prev = prev >= 0
+    prev_txn_known[has_prev] = ~e_txn.take(pa.array(prev[has_prev])).is_null().to_numpy(zero_copy_only=False)
+    is_init = candidate & (own_txn | prev_txn_known)
+    # The latest init strictly before each event, within its process.
+    marker = np.where(is_init[perm], np.arange(n), -1)
+    running = np.maximum.accumulate(marker)
+    before = np.r_[-1, running[:-1]]
+    before = np.where(before >= firsts[group_at], before, -1)
+    epoch, _ = ints(table.column("epoch"))
+    producer, _ = ints(table.column("producer_id"))
+    init_epoch_sorted = np.where(before >= 0, epoch[perm][np.maximum(before, 0)], NULL)
+    init_producer_sorted = np.where(before >= 0, producer[perm][np.maximum(before, 0)], NULL)
+    carried_init = [c["init"] if c else None for c in carry_of]
+    no_local = before < 0
+    for g, init in enumerate(carried_init):
+        if init is not None:
+            lo, hi = firsts[g], lasts[g] + 1
+            mask = no_local[lo:hi]
+            init_epoch_sorted[lo:hi][mask] = NULL if init["epoch"] is None else init["epoch"]
+            init_producer_sorted[lo:hi][mask] = NULL if init["producer_id"] is None else init["producer_id"]
+    own_epoch, own_producer = init_epoch_sorted[unsort], init_producer_sorted[unsort]
+
+    # Per-op facts shared by every row of the op.
+    m = mop_fields(events.mops)
+    mop_f = m["f"]
+    is_send = pc.fill_null(pc.equal(mop_f, SEND), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
+    is_poll = pc.fill_null(pc.equal(mop_f, POLL), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
+    is_commit = pc.fill_null(pc.equal(mop_f, COMMIT), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
+    parent = m["parent"]
+    n_sends = np.bincount(parent[is_send], minlength=n).astype(np.int64)
+    is_txn = pc.equal(events.f, TXN).to_numpy(zero_copy_only=False)
+    send_keys = np.zeros(n, np.int64)
+    if is_send.any():
+        pairs = np.unique(np.stack([parent[is_send], m["key"][0][is_send]]), axis=1)
+        send_keys = np.bincount(pairs[0], minlength=n).astype(np.int64)
+    n_send_keys = np.where(is_txn, send_keys, np.minimum(n_sends, 1))
+    keyed_poll = is_poll & ~m["key"][1]
+    reads = (events.type == OK_T) & (np.bincount(parent[keyed_poll], minlength=n) > 0)
+    type_out = np.where(cut, INFO_T, events.type)
+    tcode = np.where(type_out == OK_T, 0, np.where(type_out == FAIL_T, 1, 2))
+    invoke_time = np.where(cut, events.time, prev_time)
+    complete_time = np.where(cut, NULL, events.time)
+    commit_time, _ = ints(table.column("commit_time"))
+    group_col = table.column("group").combine_chunks()
+    e_group = extended_arrow(group_col, "group", pa.string())
+    prev_ptr = pa.array(np.where(prev >= 0, prev, 0))
+    prev_group = pc.if_else(pa.array(prev >= 0), e_group.take(prev_ptr), pa.nulls(n, pa.string()))
+    group = pc.coalesce(group_col, prev_group)
+
+    # Op rows.
+    ops = np.flatnonzero(real)
+    tight = np.where(cut, (prev_type != INVOKE_CODE) & (events.time - prev_time <= 1),
+                     (prev2_type != INVOKE_CODE) & (prev_time - prev2_time <= 1))
+    tight_null = np.where(cut, prev < 0, prev2 < 0)
+    take = pa.array(ops)
+    e_txn_prev = pc.if_else(pa.array(prev >= 0), e_txn.take(prev_ptr), pa.nulls(n, pa.string()))
+    e_keys = extended_arrow(table.column("keys").combine_chunks(), "keys", pa.list_(pa.int64()))
+    prev_keys = pc.if_else(pa.array(prev >= 0), e_keys.take(prev_ptr), pa.nulls(n, pa.list_(pa.int64())))
+    nem = events.nemesis
+    process_text = pc.if_else(pa.array(nem), pa.scalar(NEMESIS), pc.cast(pa.array(events.pid), pa.string()))
+    type_names = np.array([TYPE_NAMES[c] for c in range(4)], dtype=object)
+    op_columns = {
+        "kind": pa.array(np.full(len(ops), OP_ROW), pa.int32()),
+        "route": pa.array(np.where(nem, NEMESIS_ROUTE, -2 - events.pid)[ops]),
+        "op": pa.array(events.index[ops]),
+        "mop_index": pa.array(np.full(len(ops), -1), pa.int32()),
+        "process": process_text.take(take),
+        "pid": pa.array(events.pid[ops]),
+        "f": events.f.take(take),
+        "type": pa.array(type_names[type_out[ops]].tolist(), pa.string()),
+        "invoke_index": _nullable(np.where(cut, events.index, prev_index)[ops]),
+        "invoke_time": _nullable(invoke_time[ops]),
+        "complete_time": _nullable(complete_time[ops]),
+        "error": table.column("error").combine_chunks().take(take),
+        "txn_id": pc.coalesce(txn_col, e_txn_prev).take(take),
+        "producer_id": table.column("producer_id").combine_chunks().take(take),
+        "epoch": table.column("epoch").combine_chunks().take(take),
+        "commit_time": _nullable(commit_time[ops]),
+        "_group": group.take(take),
+        "auto": pc.fill_null(table.column("auto").combine_chunks(), False).take(take),
+        "keys": pc.coalesce(table.column("keys").combine_chunks(), prev_keys).take(take),
+        "rebalance": table.column("rebalance").combine_chunks().take(take),
+        "_nemesis_line": table.column("text").combine_chunks().take(take),
+        "cut_short": pa.array(cut[ops]),
+        "n_sends": pa.array(n_sends[ops], pa.int32()), "n_send_keys": pa.array(n_send_keys[ops], pa.int32()),
+        "reads": pa.array(reads[ops]), "seg": pa.array(seg[ops]),
+        "own_epoch": _nullable(own_epoch[ops]), "own_producer_id": _nullable(own_producer[ops]),
+        "line": pa.array(events.index[ops] + 1),
+        "_tight": pa.array(tight[ops], mask=tight_null[ops]),
+    }
+
+    # Key rows: kept mops, then rebalance and copier-input markers.
+    kept = real[parent] & (is_send | is_commit | (is_poll & ~m["key"][1])) if m["n"] else np.zeros(0, bool)
+    mk = np.flatnonzero(kept)
+    kinds = np.where(is_send, SEND_ROW, np.where(is_poll, POLL_ROW, COMMIT_ROW))
+    marker = np.flatnonzero(kept & is_send & (m["from_n"] == 2))
+    rebalance = table.column("rebalance").combine_chunks()
+    reb_parent = pc.list_parent_indices(rebalance).to_numpy(zero_copy_only=False).astype(np.int64)
+    reb_keys_list = pc.list_flatten(rebalance).field("keys") if len(reb_parent) else pa.array([], pa.list_(pa.int64()))
+    reb_key_parent = reb_parent[pc.list_parent_indices(reb_keys_list).to_numpy(zero_copy_only=False)] \
+        if len(reb_parent) else np.empty(0, np.int64)
+    reb_key = pc.list_flatten(reb_keys_list).to_numpy(zero_copy_only=False) if len(reb_parent) else np.empty(0, np.int64)
+    reb_real = real[reb_key_parent] if len(reb_key_parent) else np.zeros(0, bool)
+    reb_key, reb_key_parent = reb_key[reb_real], reb_key_parent[reb_real]
+
+    owner = np.concatenate([parent[mk], reb_key_parent, parent[marker]]).astype(np.int64)
+    key = np.concatenate([m["key"][0][mk], reb_key, m["from_key"][marker]])
+    mop_at = np.concatenate([mk, np.full(len(reb_key), -1), marker])
+    has_mop = mop_at >= 0
+    mop_ptr = np.maximum(mop_at, 0)
+
+    def from_mop(values: np.ndarray) -> np.ndarray:
+        return np.where(has_mop, values[mop_ptr], NULL) if len(values) else np.full(len(mop_at), NULL)
+
+    key_kind = np.concatenate([kinds[mk], np.full(len(reb_key), REBALANCE_ROW), np.full(len(marker), FROM_ROW)])
+    key_columns = {
+        "kind": pa.array(key_kind, pa.int32()),
+        "route": pa.array(key),
+        "op": pa.array(events.index[owner]),
+        "mop_index": pa.array(np.where(has_mop, m["pos"][mop_ptr] if m["n"] else 0, -1), pa.int32()),
+        "key": pa.array(key),
+        "value": _nullable(from_mop(m["value"][0])),
+        "offset": _nullable(from_mop(m["offset"][0])),
+        "poll": _nullable(from_mop(m["poll"][0]), type_=pa.int32()),
+        "from_key": _nullable(from_mop(m["from_key"])),
+        "from_value": _nullable(from_mop(m["from_value"])),
+        "pid": pa.array(events.pid[owner]),
+        "tcode": pa.array(tcode[owner], pa.int32()),
+        "is_txn": pa.array(is_txn[owner]),
+        "invoke_time": _nullable(invoke_time[owner]),
+        "complete_time": _nullable(complete_time[owner]),
+        "commit_time": _nullable(commit_time[owner]),
+        "_group": group.take(pa.array(owner)),
+        "n_sends": pa.array(n_sends[owner], pa.int32()), "n_send_keys": pa.array(n_send_keys[owner], pa.int32()),
+        "reads": pa.array(reads[owner]), "seg": pa.array(seg[owner]),
+    }
+    return pa.concat_tables([_table(op_columns, len(ops)), _table(key_columns, len(owner))])
+
+
+def _table(columns: dict, n: int) -> pa.Table:
+    return pa.Table.from_arrays([columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in ROW_ARROW],
+                                schema=ROW_ARROW)

@@ -1,0 +1,178 @@
+"""The fast load (pyarrow parse, numpy rows) builds exactly the table the SQL load builds.
+
+Each history is loaded both ways, with partitions of a few kilobytes so
+that ops of every process straddle partition boundaries, and the two
+tables must hold the same rows, column for column, and the same metrics.
+Lines the fast load does not take fall back to the SQL load, whose one-line
+errors test_load.py checks through the same `load`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from checker_histories import History, poll, send, write_run
+from checkers import eventparse
+from checkers.fastload import fast_rows
+from checkers.load import history_path, known_keys, load, read_test
+from partition_scenarios import build
+from txn_events import flatten, op
+from txn_histories import init, valid_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_checkers import generate  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def small_partitions(spark):
+    """Splits every history file into partitions of at most 2 kB while a test runs."""
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "2048")
+    yield
+    spark.conf.set(key, before)
+
+
+def assert_same_table(spark, run: Path) -> None:
+    keys = known_keys(read_test(run))
+    assert fast_rows(spark, history_path(run), keys) is not None, "the fast load did not take a valid history"
+    fast, sql = load(run, spark), load(run, spark, fast=False)
+    try:
+        def rows(t):
+            return t.rows.selectExpr("*", "coalesce(_tight, false) as tight").drop("_tight")
+        assert fast.rows.columns == sql.rows.columns
+        assert rows(fast).exceptAll(rows(sql)).count() == 0
+        assert rows(sql).exceptAll(rows(fast)).count() == 0
+        assert fast.metrics == sql.metrics
+    finally:
+        fast.release()
+        sql.release()
+
+
+def varied_history() -> History:
+    """Everything a line can carry: nemesis values of any JSON, a txn whose
+    init names its txn_id only on the invoke, rebalances, copier inputs,
+    processes that restart, and an invoke cut short at the end."""
+    h = History()
+    h.nemesis("partition", {"nodes": ["n1", "ñ2"], "ratio": 1.5e3, "nested": {"a": [1, None, True]}})
+    h.events += [{"process": 3, "type": "invoke", "f": "init", "txn_id": "t"},
+                 {"process": 3, "type": "ok", "f": "init", "producer_id": 9, "epoch": 0}]
+    h.op(3, "txn", [send(0, 1, 0), send(1, 2, 0), send(1, 3, 1)], txn_id="t", epoch=0, producer_id=9, commit_time=7)
+    h.op(4, "subscribe", [], keys=[0, 1], group="g")
+    h.op(4, "poll", [poll(0, 0, 1), poll(1, 0, 2)], group="g",
+         rebalance=[{"type": "assigned", "keys": [0, 1]}, {"type": "revoked", "keys": [1]}])
+    h.op(5, "txn", [poll(0, 0, 1), {"f": "send", "key": 2, "value": 101, "offset": 0, "from": [0, 1]},
+                    {"f": "commit", "key": 0, "offset": 1}], txn_id="copy", group="c", commit_time=3)
+    h.nemesis("heal", "all")
+    h.op(6, "send", [send(2, 5)], type="info", error="_MSG_TIMED_OUT \"quoted\"")
+    h.op(7, "send", [send(2, 6, 2)], auto=True)
+    h.invoke(6, "poll", [{"f": "poll"}])
+    return h
+
+
+HISTORIES = {
+    "varied": lambda: varied_history().events,
+    "partition-scenarios-present": lambda: build(True)[0].events,
+    "partition-scenarios-absent": lambda: build(False)[0].events,
+    "txn-run": lambda: valid_run(copier_duplicates=True),
+    "fenced-instances": lambda: flatten(init(0, 0), op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=1),
+                                        init(1, 1), op(0, "txn", [send(0, 2)], type="fail", txn_id="a")),
+    "only-the-nemesis": lambda: History().events + [
+        {"process": "nemesis", "type": "invoke", "f": "kill"}, {"process": "nemesis", "type": "info", "f": "kill"}],
+}
+
+
+@pytest.mark.parametrize("name", list(HISTORIES))
+def test_fast_load_builds_the_sql_loads_table(spark, tmp_path, small_partitions, name):
+    assert_same_table(spark, write_run(tmp_path, HISTORIES[name]()))
+
+
+def test_fast_load_builds_the_sql_loads_table_on_a_generated_run(spark, tmp_path):
+    generate(tmp_path, 20_000)
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "200000")  # about 15 partitions
+    try:
+        assert_same_table(spark, tmp_path)
+    finally:
+        spark.conf.set(key, before)
+
+
+def test_an_empty_history_loads_the_same_both_ways(spark, tmp_path):
+    run = write_run(tmp_path, [])
+    assert load(run, spark).metrics == load(run, spark, fast=False).metrics
+
+
+@pytest.mark.parametrize("case", ["unknown-key", "double-invoke", "completion-without-invoke"])
+def test_a_history_the_fast_load_does_not_take_falls_back_and_is_named(spark, tmp_path, small_partitions, case):
+    """A pairing broken across a partition boundary is caught by the fold, a
+    bad line by the parse; either way the SQL load names the line."""
+    h = varied_history()
+    events = [dict(e, index=i, time=1000 * i) for i, e in enumerate(h.events)]
+    if case == "unknown-key":
+        events[-2]["mops"] = [send(99, 6, 2)]
+        expected = f"line {len(events) - 1}: key 99 is not in test.json"
+    elif case == "double-invoke":
+        events.insert(len(events) - 1, dict(events[-1]))
+        expected = "invokes again at line"
+    else:
+        del events[4]  # the txn's invoke
+        expected = "completion of process 3 with no invoke before it"
+    events = [dict(e, index=i, time=1000 * i) for i, e in enumerate(events)]
+    run = write_run(tmp_path, events)
+    assert fast_rows(spark, history_path(run), known_keys(read_test(run))) is None
+    with pytest.raises(Exception, match=expected):
+        load(run, spark)
+
+
+KNOWN = np.arange(8)
+
+
+def _parse(*lines: str):
+    return eventparse.parse(pa.array(list(lines), pa.string()), KNOWN)
+
+
+GOOD = '{"index":0,"time":1,"process":2,"type":"invoke","f":"send","mops":[{"f":"send","key":1,"value":2}]}'
+
+
+def test_parse_reads_client_and_nemesis_lines_in_line_order():
+    nemesis = '{"index":1,"time":2,"process":"nemesis","type":"info","f":"kill","value":{"nodes":["n1"]}}'
+    events = _parse(GOOD, nemesis, GOOD.replace('"index":0', '"index":2'))
+    assert list(events.index) == [0, 1, 2]
+    assert list(events.pid) == [2, -1, 2] and list(events.nemesis) == [False, True, False]
+    assert events.table.column("text")[1].as_py() == nemesis
+
+
+@pytest.mark.parametrize("line", [
+    "",                                                              # blank
+    "   ",
+    GOOD.replace('"process":2', '"process":"2"'),                   # Spark keeps the text
+    GOOD.replace('"process":2', '"process":-3'),                    # collides with the nemesis's number
+    GOOD.replace('"time":1', '"time":1.0'),
+    GOOD.replace('"time":1', '"time":1,"time":2'),                  # a field given twice
+    GOOD.replace('"key":1', '"key":99'),                             # unknown key
+    GOOD.replace('"value":2', '"value":null'),                      # a send without a value
+    GOOD.replace('"f":"send","key"', '"f":"peek","key"'),           # an unknown mop
+    GOOD.replace('"type":"invoke"', '"type":"done"'),
+    GOOD.replace(',"f":"send","mops"', ',"mops"'),                  # no f
+    GOOD.replace('"index":0', '"index":1'),                          # index where 0 was expected is the caller's;
+    GOOD[:-1],                                                       # malformed
+])
+def test_parse_calls_suspect_what_it_does_not_take(line):
+    lines = [line] if 'index":1' not in line else [GOOD, line, line]
+    with pytest.raises(eventparse.Suspect):
+        _parse(*lines)
+
+
+def test_parse_takes_a_nemesis_value_of_any_json():
+    line = json.dumps({"index": 0, "time": 1, "process": "nemesis", "type": "info", "f": "x",
+                       "value": [1, "two", {"3": None}]})
+    assert len(_parse(line)) == 1
