@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from checkers.arrays import NULL
+from checkers.arrays import NULL, starts
 from checkers.history import COMMIT, INVOKE, MOP_FS, NEMESIS, POLL, SEND, TYPE_CODES
 
 INVOKE_CODE = 3
@@ -238,7 +238,7 @@ def mop_fields(mops: pa.ListArray) -> dict:
     flat = pc.list_flatten(mops)
     parent = pc.list_parent_indices(mops).to_numpy(zero_copy_only=False).astype(np.int64)
     n = len(flat)
-    first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]]) if n else np.empty(0, np.int64)
+    first = np.flatnonzero(starts(parent))
     pos = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n])) if n else np.empty(0, np.int64)
     out = {"parent": parent, "pos": pos, "n": n, "flat": flat,
            "f": flat.field("f") if n else pa.array([], pa.string())}

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from checkers.arrays import NULL
 from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, ints, mop_fields, parse
@@ -81,7 +81,7 @@ def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None
         carries = fold([json.loads(row["summary"]) for row in summaries])
         if carries is None:
             return None
-    raw = text.mapInArrow(_row_maker(known, carries), T._parse_datatype_string(_ddl(ROW_ARROW)))
+    raw = text.mapInArrow(_row_maker(known, carries), from_arrow_schema(ROW_ARROW))
     group = F.col("_group")
     derived = {
         "group": F.when(F.col("kind") == OP_ROW, group),
@@ -92,16 +92,6 @@ def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None
         "text": F.lit(None).cast("string"),
     }
     return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
-
-
-def _ddl(schema: pa.Schema) -> str:
-    def name(t):
-        if pa.types.is_list(t):
-            return f"array<{name(t.value_type)}>"
-        if pa.types.is_struct(t):
-            return "struct<" + ",".join(f"{f.name}:{name(f.type)}" for f in t) + ">"
-        return {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string", pa.bool_(): "boolean"}[t]
-    return ", ".join(f"`{f.name}` {name(f.type)}" for f in schema)
 
 
 def _partition_lines(batches) -> pa.Array:
@@ -277,14 +267,12 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
     carry_of = [carry.get(str(int(pid_sorted[i]))) for i in firsts]
     # Extended event space: positions 0..n-1 are this partition's events (in
     # line order), n.. are the carried last and second-to-last events.
-    ext = [c[name] for c in carry_of for name in ("last", "last2") if c is not None and c[name] is not None]
-    ext_pos = {}
-    k = n
+    ext, ext_pos = [], {}
     for g, c in enumerate(carry_of):
         for name in ("last", "last2"):
             if c is not None and c[name] is not None:
-                ext_pos[(g, name)] = k
-                k += 1
+                ext_pos[(g, name)] = n + len(ext)
+                ext.append(c[name])
     # prev and prev2 in process order, as extended positions (-1: none).
     sorted_prev = np.r_[-1, perm[:-1]]
     sorted_prev2 = np.r_[-1, -1, perm[:-2]][:n]
