@@ -33,7 +33,9 @@ where it lives, and only what may lie on a cycle reaches the driver:
    valid run's wr-only families have none, and then nothing more is done.
 4. Where spans exist, a second per-key pass keeps only the edges whose two
    ends lie in the spans, the op table gives the process order and ports of
-   the graph ops with a covered port, and the driver adds the realtime edges
+   the graph ops with a covered port (a sort within the table's partitions,
+   whose route is the process; one collect for the widest interval set
+   serves the narrower one), and the driver adds the realtime edges
    among those (reduced among them: within a component the same edges as
    among all ops), trims sources and sinks, and searches: an iterative
    Tarjan SCC on the subgraph each anomaly allows, then a BFS over (node,
@@ -204,9 +206,16 @@ def _graphs(t: Tables, intervals: dict) -> dict:
         else:
             nodes.setdefault(r["d"], []).append((r["a"], r["b"], r["c"]))
     ordering = {}
-    for interval_set in (I_WR, I_ALL):
-        if interval_set in intervals and interval_set not in too_big:
-            ordering[interval_set] = _order_edges(t, interval_set, intervals[interval_set], nodes.get(interval_set, []))
+    ordered = [s for s in (I_WR, I_ALL) if s in intervals and s not in too_big]
+    # I_ALL's spans include I_WR's, so one collect of the ops I_ALL covers
+    # serves both (a second one only if that is too many for the driver).
+    wide = _covered_ops(t, intervals[ordered[-1]]) if ordered else None
+    for interval_set in ordered:
+        ops = wide
+        if isinstance(ops, str) and interval_set != ordered[-1]:
+            ops = _covered_ops(t, intervals[interval_set])
+        ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
+            ops, intervals[interval_set], nodes.get(interval_set, []))
     graphs = {}
     for family, (_, interval_set, with_process, with_realtime) in FAMILIES.items():
         if interval_set not in intervals:
@@ -253,13 +262,15 @@ def _graph_ops(t: Tables) -> DataFrame:
     single_phi = 2 * F.when(per_send | ~reader, w_phi).otherwise(r_phi)
     top = F.when(reader, r_phi).otherwise(w_phi)
     graph = (ops.where((n_must > 0) | reader)
-                     .select("op", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
+                     .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
                              F.when(multi, base + IN_HUB).otherwise(single).alias("in_port"),
                              F.when(multi, 2 * w_phi - 1).otherwise(single_phi).alias("in_phi"),
                              F.when(multi, base + OUT_HUB).otherwise(single).alias("out_port"),
                              F.when(multi, 2 * top + 1).otherwise(single_phi).alias("out_phi"),
                              multi.alias("multi")))
-    w = Window.partitionBy("pid").orderBy("invoke_index")
+    # An op row's route is its process's (checkers/load.py), and the table is
+    # already partitioned by route: no shuffle, only a sort within partitions.
+    w = Window.partitionBy("route").orderBy("invoke_index")
     return graph.select("*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi"))
 
 
@@ -272,21 +283,30 @@ def _info_nodes(t: Tables) -> dict:
     return nodes
 
 
-def _order_edges(t: Tables, interval_set: int, intervals, covered_nodes) -> dict | str:
-    """Process, hub and realtime edges between covered ports and nodes."""
+def _covered_ops(t: Tables, intervals) -> list | str:
+    """The graph ops with a port inside the intervals, or why they were not brought to the driver."""
     lo, hi = intervals
-    ops = _graph_ops(t)
     lo_list, hi_list = [int(x) for x in lo], [int(x) for x in hi]
 
     def inside(column):
         return _covered_column(F.col(column), lo_list, hi_list)
-    candidates = ops.where(inside("in_phi") | inside("out_phi"))
-    rows = candidates.limit(DRIVER_OPS + 1).collect()
+    rows = _graph_ops(t).where(inside("in_phi") | inside("out_phi")).limit(DRIVER_OPS + 1).collect()
     if len(rows) > DRIVER_OPS:
         return f"more than {DRIVER_OPS} ops remain after the cover filter"
+    return rows
+
+
+def _order_edges(candidates: list, intervals, covered_nodes) -> dict:
+    """Process, hub and realtime edges between covered ports and nodes
+    (candidates: _covered_ops of these intervals or of wider ones)."""
+    lo, hi = intervals
+    phis = np.array(sorted({phi for r in candidates for phi in (r["in_phi"], r["out_phi"], r["prev_out_phi"])
+                            if phi is not None}), np.int64)
+    inside = set(phis[covered(phis, lo, hi)].tolist())
 
     def ok_phi(phi):
-        return phi is not None and bool(covered(np.array([phi], np.int64), lo, hi)[0])
+        return phi in inside
+    rows = [r for r in candidates if ok_phi(r["in_phi"]) or ok_phi(r["out_phi"])]
     process, legs = [], []
     ports, info = {}, {}
     for r in rows:

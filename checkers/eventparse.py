@@ -45,6 +45,11 @@ EVENT_SCHEMA = pa.schema(_FIELDS + [("nemesis", pa.bool_()), ("text", pa.string(
 _INTEGERS = ("index", "time", "producer_id", "epoch", "commit_time")
 _STRINGS = ("type", "f", "error", "group", "txn_id")
 _PARSE = pajson.ParseOptions(explicit_schema=CLIENT_SCHEMA, unexpected_field_behavior="ignore")
+# What the fast load's first pass reads (checkers/fastload.py's summaries):
+# no mops, rebalance, error, commit_time or auto, which are most of the work.
+_SUMMARY_FIELDS = ("index", "time", "process", "type", "f", "keys", "group", "txn_id", "producer_id", "epoch")
+SUMMARY_SCHEMA = pa.schema([field for field in _FIELDS if field[0] in _SUMMARY_FIELDS])
+_PARSE_SUMMARY = pajson.ParseOptions(explicit_schema=SUMMARY_SCHEMA, unexpected_field_behavior="ignore")
 _READ = pajson.ReadOptions(use_threads=False, block_size=1 << 26)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -79,9 +84,13 @@ def ints(array) -> tuple[np.ndarray, np.ndarray]:
     return values, nulls
 
 
-def parse(lines: pa.Array, known_keys: np.ndarray) -> Events:
+def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -> Events:
     """Parses lines (an Arrow string array, no newlines) and checks every
-    rule of a single line; raises Suspect for anything it does not take."""
+    rule of a single line; raises Suspect for anything it does not take.
+
+    summary_only reads only SUMMARY_SCHEMA's fields of client lines (the
+    others are null) and checks only what they break: for the first pass,
+    whose lines the second pass parses again in full."""
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     n = len(lines)
     if n == 0:
@@ -90,9 +99,12 @@ def parse(lines: pa.Array, known_keys: np.ndarray) -> Events:
         raise Suspect("a blank line")
     slow = pc.match_substring(lines, NEMESIS).to_numpy(zero_copy_only=False)
     fast_lines = lines.filter(pa.array(~slow)) if slow.any() else lines
-    table = _read_fast(fast_lines)
+    table = _read_fast(fast_lines, _PARSE_SUMMARY if summary_only else _PARSE)
     table = table.append_column("nemesis", pa.array(np.zeros(len(table), bool))).append_column(
         "text", pa.nulls(len(table), pa.string()))
+    if summary_only:
+        table = pa.Table.from_arrays([table.column(f.name) if f.name in table.column_names
+                                      else pa.nulls(len(table), f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
     if slow.any():
         table = pa.concat_tables([table, _read_slow(lines.filter(pa.array(slow)).to_pylist())])
         where = np.concatenate([np.flatnonzero(~slow), np.flatnonzero(slow)])
@@ -102,21 +114,22 @@ def parse(lines: pa.Array, known_keys: np.ndarray) -> Events:
     if (events.pid == 0).any() and pc.any(pc.match_substring_regex(lines, r'"process"\s*:\s*-0')).as_py():
         raise Suspect("process -0 (Spark keeps its text)")
     _check_lines(events)
-    _check_mops(events.mops, known_keys)
-    _check_keys(table, known_keys)
+    if not summary_only:
+        _check_mops(events.mops, known_keys)
+    _check_keys(table, known_keys, summary_only)
     return events
 
 
-def _read_fast(lines: pa.Array) -> pa.Table:
+def _read_fast(lines: pa.Array, options: pajson.ParseOptions) -> pa.Table:
     if len(lines) == 0:
-        return CLIENT_SCHEMA.empty_table()
+        return options.explicit_schema.empty_table()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64 if pa.types.is_large_string(lines.type) else np.int32,
                             count=len(lines) + 1, offset=lines.offset * (8 if pa.types.is_large_string(lines.type) else 4))
     data = np.frombuffer(lines.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
     # One buffer, a newline after every line: insert them where each line ends.
     joined = np.insert(data, (offsets[1:] - offsets[0]).astype(np.int64), ord("\n"))
     try:
-        table = pajson.read_json(pa.BufferReader(pa.py_buffer(joined)), read_options=_READ, parse_options=_PARSE)
+        table = pajson.read_json(pa.BufferReader(pa.py_buffer(joined)), read_options=_READ, parse_options=options)
     except pa.ArrowInvalid as error:
         raise Suspect(f"pyarrow: {error}") from None
     if len(table) != len(lines):
@@ -280,14 +293,16 @@ def _check_mops(mops: pa.ListArray, known_keys: np.ndarray) -> None:
         raise Suspect("a mop that breaks a rule, or names an unknown key")
 
 
-def _check_keys(table: pa.Table, known_keys: np.ndarray) -> None:
-    keys = pc.list_flatten(table.column("keys").combine_chunks())
-    rebalance = pc.list_flatten(table.column("rebalance").combine_chunks())
-    if rebalance.null_count:
-        raise Suspect("a null rebalance entry")
-    marked = pc.list_flatten(rebalance.field("keys")) if len(rebalance) else pa.array([], pa.int64())
-    if len(rebalance) and rebalance.field("keys").null_count:
-        raise Suspect("a rebalance entry without keys")
-    for values in (keys, marked):
+def _check_keys(table: pa.Table, known_keys: np.ndarray, keys_only: bool = False) -> None:
+    """`keys` (and, unless keys_only, every rebalance entry's keys) name known keys."""
+    checked = [pc.list_flatten(table.column("keys").combine_chunks())]
+    if not keys_only:
+        rebalance = pc.list_flatten(table.column("rebalance").combine_chunks())
+        if rebalance.null_count:
+            raise Suspect("a null rebalance entry")
+        if len(rebalance) and rebalance.field("keys").null_count:
+            raise Suspect("a rebalance entry without keys")
+        checked.append(pc.list_flatten(rebalance.field("keys")) if len(rebalance) else pa.array([], pa.int64()))
+    for values in checked:
         if values.null_count or not np.isin(values.to_numpy(zero_copy_only=False), known_keys).all():
             raise Suspect("a null or unknown key")

@@ -110,7 +110,7 @@ def _summarizer(known: np.ndarray):
     def run(batches):
         partition = _partition_id()
         try:
-            summary = summarize(parse(_partition_lines(batches), known))
+            summary = summarize(parse(_partition_lines(batches), known, summary_only=True))
         except Suspect as suspect:
             summary = {"suspect": str(suspect)}
         summary["partition"] = partition

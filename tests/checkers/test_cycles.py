@@ -403,3 +403,19 @@ def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path):
     assert rows == []
     rows, _ = run(spark, tmp_path / "ok", {"ok": g0_realtime_after_info(20, 100, "ok")})
     assert {row["name"] for row in rows} == {"G0-realtime"}
+
+
+def test_a_driver_limit_on_covered_ops_skips_only_the_families_above_it(spark, tmp_path, monkeypatch):
+    """The ops covered by every edge kind are collected once for both interval
+    sets; when they are too many, the wr-only families' fewer ops still are."""
+    events, _ = combine({"g1c_process": g1c_process(8, 40), "g0_process": g0_process(10, 50)})
+    t = load(write(tmp_path, events), spark)
+    intervals = cycles._intervals(t)
+    narrow = len(cycles._covered_ops(t, intervals[cycles.I_WR]))
+    assert 0 < narrow < len(cycles._covered_ops(t, intervals[cycles.I_ALL]))
+    monkeypatch.setattr(cycles, "DRIVER_OPS", narrow)
+    rows = cycles.find(t).collect()
+    assert "G1c-process" in {row["name"] for row in rows}
+    skipped = [row["cycle"] for row in rows if row["name"] == "permitted-cycle-search-incomplete"]
+    assert f"G0-process/G1c-ww-process not checked: more than {narrow} ops remain after the cover filter" in skipped
+    assert not {row["name"] for row in rows} & {"G0-process", "cycle-search-incomplete"}

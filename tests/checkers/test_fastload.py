@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from checker_histories import History, poll, send, write_run
 from checkers import eventparse
-from checkers.fastload import fast_rows
-from checkers.load import history_path, known_keys, load, read_test
+from checkers.fastload import fast_rows, summarize
+from checkers.load import PROBLEM_ROW, history_path, known_keys, load, read_test
 from partition_scenarios import build
 from txn_events import flatten, op
 from txn_histories import init, valid_run
@@ -114,7 +115,8 @@ def test_an_empty_history_loads_the_same_both_ways(spark, tmp_path):
 @pytest.mark.parametrize("case", ["unknown-key", "double-invoke", "completion-without-invoke"])
 def test_a_history_the_fast_load_does_not_take_falls_back_and_is_named(spark, tmp_path, small_partitions, case):
     """A pairing broken across a partition boundary is caught by the fold, a
-    bad line by the parse; either way the SQL load names the line."""
+    bad mop by the second pass's parse (the first reads no mops); either way
+    the SQL load names the line."""
     h = varied_history()
     events = [dict(e, index=i, time=1000 * i) for i, e in enumerate(h.events)]
     if case == "unknown-key":
@@ -128,7 +130,11 @@ def test_a_history_the_fast_load_does_not_take_falls_back_and_is_named(spark, tm
         expected = "completion of process 3 with no invoke before it"
     events = [dict(e, index=i, time=1000 * i) for i, e in enumerate(events)]
     run = write_run(tmp_path, events)
-    assert fast_rows(spark, history_path(run), known_keys(read_test(run))) is None
+    rows = fast_rows(spark, history_path(run), known_keys(read_test(run)))
+    if case == "unknown-key":
+        assert rows.where(F.col("kind") == PROBLEM_ROW).count() == 1
+    else:
+        assert rows is None
     with pytest.raises(Exception, match=expected):
         load(run, spark)
 
@@ -176,3 +182,19 @@ def test_parse_takes_a_nemesis_value_of_any_json():
     line = json.dumps({"index": 0, "time": 1, "process": "nemesis", "type": "info", "f": "x",
                        "value": [1, "two", {"3": None}]})
     assert len(_parse(line)) == 1
+
+
+def test_the_first_pass_reads_less_and_sums_up_the_same():
+    """summary_only skips the mops (the second pass reads and checks them),
+    never a field the summaries use."""
+    h = varied_history()
+    lines = pa.array([json.dumps(dict(e, index=i, time=1000 * i)) for i, e in enumerate(h.events)], pa.string())
+    full, light = eventparse.parse(lines, KNOWN), eventparse.parse(lines, KNOWN, summary_only=True)
+    assert summarize(light) == summarize(full) and summarize(full)["count"] == len(h.events)
+    assert light.table.column("mops").null_count == len(h.events)
+    bad_mop = GOOD.replace('"key":1', '"key":99')
+    assert len(eventparse.parse(pa.array([bad_mop]), KNOWN, summary_only=True)) == 1
+    with pytest.raises(eventparse.Suspect):
+        eventparse.parse(pa.array([bad_mop]), KNOWN)
+    with pytest.raises(eventparse.Suspect):
+        eventparse.parse(pa.array([GOOD.replace('"process":2', '"process":"2"')]), KNOWN, summary_only=True)
