@@ -356,8 +356,11 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
     is_txn = pc.equal(events.f, TXN).to_numpy(zero_copy_only=False)
     send_keys = np.zeros(n, np.int64)
     if is_send.any():
-        pairs = np.unique(np.stack([parent[is_send], m["key"][0][is_send]]), axis=1)
-        send_keys = np.bincount(pairs[0], minlength=n).astype(np.int64)
+        owners, send_key = parent[is_send], m["key"][0][is_send]
+        order = np.lexsort((send_key, owners))  # np.unique(axis=1) costs 3 times as much
+        owners, send_key = owners[order], send_key[order]
+        distinct = np.r_[True, (owners[1:] != owners[:-1]) | (send_key[1:] != send_key[:-1])]
+        send_keys = np.bincount(owners[distinct], minlength=n).astype(np.int64)
     n_send_keys = np.where(is_txn, send_keys, np.minimum(n_sends, 1))
     keyed_poll = is_poll & ~m["key"][1]
     reads = (events.type == OK_T) & (np.bincount(parent[keyed_poll], minlength=n) > 0)
