@@ -118,7 +118,7 @@ def cycle_rows(t: Tables, edge_cap: int = EDGE_CAP) -> list[tuple]:
     intervals = _intervals(t)
     if not intervals:
         return []
-    graphs = _graphs(t, intervals)
+    graphs, times = _graphs(t, intervals)
     rows = []
     for family, (names, *_rest) in FAMILIES.items():
         graph = graphs.get(family)
@@ -140,7 +140,10 @@ def cycle_rows(t: Tables, edge_cap: int = EDGE_CAP) -> list[tuple]:
                 rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk],
                              describe(walk)))
     found = sorted({op for row in rows if len(row) == 4 for op in row[2]})
-    when = _op_times(t, found) if found else {}
+    when = {op: times[op] for op in found if op in times}
+    missing = [op for op in found if op not in when]
+    if missing:
+        when.update(_op_times(t, missing))
     out = []
     for row in rows:
         if len(row) != 4:
@@ -186,8 +189,9 @@ def _process_spans(t: Tables) -> list[tuple]:
 
 # ---------------------------------------------------------------- the covered graphs
 
-def _graphs(t: Tables, intervals: dict) -> dict:
-    """family -> list of (src, dst, kind, key) edges, or why it was not built."""
+def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
+    """(family -> list of (src, dst, kind, key) edges, or why it was not built;
+    op -> its time, for the covered ops brought to the driver)."""
     params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals)
     out = passes.key_pass(t, params).persist(t.storage)
     try:
@@ -210,10 +214,13 @@ def _graphs(t: Tables, intervals: dict) -> dict:
     # I_ALL's spans include I_WR's, so one collect of the ops I_ALL covers
     # serves both (a second one only if that is too many for the driver).
     wide = _covered_ops(t, intervals[ordered[-1]]) if ordered else None
+    times = {}
     for interval_set in ordered:
         ops = wide
         if isinstance(ops, str) and interval_set != ordered[-1]:
             ops = _covered_ops(t, intervals[interval_set])
+        if not isinstance(ops, str):
+            times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)
         ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
             ops, intervals[interval_set], nodes.get(interval_set, []))
     graphs = {}
@@ -233,7 +240,7 @@ def _graphs(t: Tables, intervals: dict) -> dict:
             if with_realtime:
                 edges += order["realtime"]
         graphs[family] = edges
-    return graphs
+    return graphs, times
 
 
 def _graph_ops(t: Tables) -> DataFrame:

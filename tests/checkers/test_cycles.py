@@ -163,7 +163,7 @@ def test_g0_is_found_with_its_ops_in_order(positive):
     a, b = ids(positive, "g0")
     assert found["G0"]["cycle"] in (f"op {a} -ww(key 0)-> op {b} -ww(key 1)-> op {a}",
                                     f"op {b} -ww(key 1)-> op {a} -ww(key 0)-> op {b}")
-    assert found["G0"]["key"] in (0, 1) and found["G0"]["time"] is not None
+    assert found["G0"]["key"] in (0, 1) and found["G0"]["time"] == 1000 * max(a, b)  # the later completion
 
 
 def test_no_g0_when_writes_agree(negative):
@@ -201,6 +201,7 @@ def test_g1c_process_is_found(positive):
     found = of(positive, "g1c_process")
     assert "G1c-process" in found and "G1c" not in found
     assert sorted(found["G1c-process"]["ops"]) == ids(positive, "g1c_process")
+    assert found["G1c-process"]["time"] == 1000 * max(ids(positive, "g1c_process"))
     cycle = found["G1c-process"]["cycle"]
     assert cycle.count("-process->") == 2 and cycle.count("-wr(key ") == 2
 
@@ -419,3 +420,13 @@ def test_a_driver_limit_on_covered_ops_skips_only_the_families_above_it(spark, t
     skipped = [row["cycle"] for row in rows if row["name"] == "permitted-cycle-search-incomplete"]
     assert f"G0-process/G1c-ww-process not checked: more than {narrow} ops remain after the cover filter" in skipped
     assert not {row["name"] for row in rows} & {"G0-process", "cycle-search-incomplete"}
+
+
+def test_a_cycle_of_ops_not_brought_to_the_driver_still_gets_its_time(spark, tmp_path, monkeypatch):
+    """With no covered op collected (a driver limit of 0), the data families
+    are still searched, and their cycles' times come from the op table."""
+    monkeypatch.setattr(cycles, "DRIVER_OPS", 0)
+    rows, ops = run(spark, tmp_path, {"g1c": g1c(2, 10)})
+    found = {row["name"]: row for row in rows}
+    assert found["G1c"]["time"] == 1000 * max(ops["g1c"])
+    assert all("more than 0 ops remain" in row["cycle"] for row in rows if row["name"] != "G1c")
