@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -232,7 +233,8 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
     this_load = F.lit(uuid.uuid4().hex)
     rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull())
     storage = storage_level(history)
-    table = rows.repartition(_partitions(spark, history), "route").persist(storage)
+    with _session_conf(spark, COMPRESSED_CONF, str(storage == StorageLevel.DISK_ONLY).lower()):
+        table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
         # The job that stores the table also counts, over the stored rows: an
         # Observation on the rows before the shuffle cost a seventh of the
@@ -246,6 +248,29 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
         table.unpersist()
         raise
     return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory, storage=storage)
+
+
+# Spark's column compression of a stored table saved 11% of its size (10M
+# events on disk: 1,461 against 1,646 MiB) and cost a tenth of the load
+# (57.6 s against 51.8 s; 1M in memory 7.1 s against 6.4 s). A table in
+# memory is stored without it; a table on disk only (a history too large
+# for memory) with it, since without it a 10M check's peak memory rose
+# from 3.0 to 3.5 GB (checks of 108 to 110 s against 105 to 106 s).
+COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str):
+    """`key` set to `value` in the session while the block runs, then put back."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _partitions(spark: SparkSession, history: Path) -> int:

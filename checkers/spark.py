@@ -44,11 +44,6 @@ DEFAULT_CONF = {
     # made one of 10.5 kB. Spark then runs that stage operator by operator
     # (each compiled on its own), which cost a quarter less CPU there.
     "spark.sql.codegen.hugeMethodLimit": "8000",
-    # The loaded table uncompressed: Spark's column compression saved 11% of
-    # its size on disk (1,461 against 1,646 MiB for 10M events) and cost a
-    # tenth of the load (57.6 s against 51.8 s; 1M events in memory: 7.1 s
-    # against 6.4 s).
-    "spark.sql.inMemoryColumnarStorage.compressed": "false",
     # Mid-size histories (tens of MB) are parsed by both cores, not one.
     "spark.sql.files.maxPartitionBytes": "32m",
     "spark.sql.session.timeZone": "UTC",

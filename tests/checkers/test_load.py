@@ -157,3 +157,45 @@ def test_a_torn_line_before_the_last_is_still_an_error(spark, tmp_path):
     (tmp_path / "test.json").write_text(json.dumps(base_test()))
     with pytest.raises(GregorError, match="line 2: malformed JSON"):
         check_dir(tmp_path, spark=spark, progress=lambda _: None)
+
+
+def _stored_mib(spark) -> float:
+    return sum(i.memSize() + i.diskSize() for i in spark._jsc.sc().getRDDStorageInfo()) / 2**20
+
+
+def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_setting(spark, tmp_path, monkeypatch):
+    import contextlib
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_checkers import generate
+    from checkers import load as loading
+
+    generate(tmp_path, 20_000)
+    spark.conf.set(loading.COMPRESSED_CONF, "true")
+    baseline = _stored_mib(spark)  # tables other tests of this session still hold
+    try:
+        tables = load(tmp_path, spark)
+        uncompressed = _stored_mib(spark) - baseline
+        tables.release()
+        assert spark.conf.get(loading.COMPRESSED_CONF) == "true"
+        monkeypatch.setattr(loading, "_session_conf", lambda *args: contextlib.nullcontext())
+        tables = load(tmp_path, spark)
+        compressed = _stored_mib(spark) - baseline
+        tables.release()
+    finally:
+        spark.conf.unset(loading.COMPRESSED_CONF)
+    assert uncompressed > 1.05 * compressed > 0
+
+
+def test_session_conf_puts_back_a_value_or_its_absence(spark):
+    from checkers.load import _session_conf
+    key = "spark.gregor.test.setting"
+    with _session_conf(spark, key, "a"):
+        assert spark.conf.get(key) == "a"
+    assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "b")
+    with _session_conf(spark, key, "c"):
+        assert spark.conf.get(key) == "c"
+    assert spark.conf.get(key) == "b"
+    spark.conf.unset(key)
