@@ -185,9 +185,12 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     session (the test suite, a service) stays flat.
     """
     directory = Path(path)
-    spark = spark or get_spark(history_bytes=history_path(directory).stat().st_size)
+    history_bytes = history_path(directory).stat().st_size
+    spark = spark or get_spark(history_bytes=history_bytes)
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
     prestart_python_workers(spark)
+    # The load is the one long silent step (about a minute for 10M events).
+    progress(f"  loading {history_bytes / 2**20:,.1f} MiB of history")
     started = time.monotonic()
     t = load(directory, spark)
     progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")

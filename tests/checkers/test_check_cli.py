@@ -53,7 +53,10 @@ def test_cut_short_clean_history_is_unknown_exit_3_with_no_anomaly(spark, tmp_pa
 def test_complete_clean_history_is_valid_exit_0(spark, tmp_path, capsys):
     run = clean_history(cut_short=False).write(tmp_path)
     assert main(["check", str(run), "--examples", "3", "--spark-conf", "spark.sql.shuffle.partitions=2"]) == 0
-    assert "verdict: valid" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "verdict: valid" in out
+    size = (run / "history.jsonl").stat().st_size / 2**20
+    assert out.index(f"  loading {size:,.1f} MiB of history") < out.index("  load: ")  # said before the long step
     result = json.loads((run / "results.json").read_text())
     assert result["verdict"] == "valid" and result["anomalies"] == {}
     assert result["nemesis"][0]["label"] == "kill n2"
