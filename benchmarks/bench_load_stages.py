@@ -39,8 +39,7 @@ def _noop(frame) -> None:
 
 
 def _summaries(spark, history: Path, keys: list[int]) -> None:
-    known = np.array(sorted(keys), dtype=np.int64)
-    spark.read.text(str(history)).mapInArrow(fastload._summarizer(known), fastload.SUMMARY_SCHEMA).collect()
+    fastload.partition_summaries(spark.read.text(str(history)), np.array(sorted(keys), dtype=np.int64))
 
 
 def measure(spark, run: Path, fast_only: bool = False) -> dict[str, float]:

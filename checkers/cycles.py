@@ -219,8 +219,8 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
         ops = wide
         if isinstance(ops, str) and interval_set != ordered[-1]:
             ops = _covered_ops(t, intervals[interval_set])
-        if not isinstance(ops, str):
-            times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)
+        if not isinstance(ops, str) and (ops is not wide or interval_set == ordered[-1]):
+            times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)  # once per collect
         ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
             ops, intervals[interval_set], nodes.get(interval_set, []))
     graphs = {}

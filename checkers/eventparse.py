@@ -48,8 +48,8 @@ _PARSE = pajson.ParseOptions(explicit_schema=CLIENT_SCHEMA, unexpected_field_beh
 # What the fast load's first pass reads (checkers/fastload.py's summaries):
 # no mops, rebalance, error, commit_time or auto, which are most of the work.
 _SUMMARY_FIELDS = ("index", "time", "process", "type", "f", "keys", "group", "txn_id", "producer_id", "epoch")
-SUMMARY_SCHEMA = pa.schema([field for field in _FIELDS if field[0] in _SUMMARY_FIELDS])
-_PARSE_SUMMARY = pajson.ParseOptions(explicit_schema=SUMMARY_SCHEMA, unexpected_field_behavior="ignore")
+FIRST_PASS_SCHEMA = pa.schema([field for field in _FIELDS if field[0] in _SUMMARY_FIELDS])
+_PARSE_SUMMARY = pajson.ParseOptions(explicit_schema=FIRST_PASS_SCHEMA, unexpected_field_behavior="ignore")
 _READ = pajson.ReadOptions(use_threads=False, block_size=1 << 26)
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -88,7 +88,7 @@ def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -
     """Parses lines (an Arrow string array, no newlines) and checks every
     rule of a single line; raises Suspect for anything it does not take.
 
-    summary_only reads only SUMMARY_SCHEMA's fields of client lines (the
+    summary_only reads only FIRST_PASS_SCHEMA's fields of client lines (the
     others are null) and checks only what they break: for the first pass,
     whose lines the second pass parses again in full."""
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines

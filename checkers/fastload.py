@@ -76,9 +76,7 @@ def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None
     text = spark.read.text(str(history))
     carries = None  # one partition: pass 2 sums it up itself, one job instead of two
     if text.rdd.getNumPartitions() > 1:
-        summaries = sorted(text.mapInArrow(_summarizer(known), SUMMARY_SCHEMA).collect(),
-                           key=lambda r: r["partition"])
-        carries = fold([json.loads(row["summary"]) for row in summaries])
+        carries = fold(partition_summaries(text, known))
         if carries is None:
             return None
     raw = text.mapInArrow(_row_maker(known, carries), from_arrow_schema(ROW_ARROW))
@@ -92,6 +90,12 @@ def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None
         "text": F.lit(None).cast("string"),
     }
     return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
+
+
+def partition_summaries(text: DataFrame, known: np.ndarray) -> list[dict]:
+    """Pass 1 over the file's lines (`spark.read.text`): each partition's summary, in partition order."""
+    rows = sorted(text.mapInArrow(_summarizer(known), SUMMARY_SCHEMA).collect(), key=lambda r: r["partition"])
+    return [json.loads(row["summary"]) for row in rows]
 
 
 def _partition_lines(batches) -> pa.Array:

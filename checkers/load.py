@@ -254,8 +254,9 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
 # events on disk: 1,461 against 1,646 MiB) and cost a tenth of the load
 # (57.6 s against 51.8 s; 1M in memory 7.1 s against 6.4 s). A table in
 # memory is stored without it; a table on disk only (a history too large
-# for memory) with it, since without it a 10M check's peak memory rose
-# from 3.0 to 3.5 GB (checks of 108 to 110 s against 105 to 106 s).
+# for memory) with it: without it two 10M checks peaked at 3.54 and
+# 3.41 GB against 2.97 and 3.11 GB (105 to 106 s against 108 to 110 s), an
+# effect about as large as the run-to-run noise (docs/CHECKERS.md).
 COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
 
 

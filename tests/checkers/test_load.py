@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from checker_histories import History, base_test, poll, send, write_run
 from checkers import facts
+from checkers import load as loading
 from checkers.check import check_dir
-from checkers.load import load, ops_with_mops
+from checkers.load import COMPRESSED_CONF, _session_conf, load, ops_with_mops
 from harness.errors import GregorError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_checkers import generate  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -164,32 +171,24 @@ def _stored_mib(spark) -> float:
 
 
 def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_setting(spark, tmp_path, monkeypatch):
-    import contextlib
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from bench_checkers import generate
-    from checkers import load as loading
-
     generate(tmp_path, 20_000)
-    spark.conf.set(loading.COMPRESSED_CONF, "true")
+    spark.conf.set(COMPRESSED_CONF, "true")
     baseline = _stored_mib(spark)  # tables other tests of this session still hold
     try:
         tables = load(tmp_path, spark)
         uncompressed = _stored_mib(spark) - baseline
         tables.release()
-        assert spark.conf.get(loading.COMPRESSED_CONF) == "true"
+        assert spark.conf.get(COMPRESSED_CONF) == "true"
         monkeypatch.setattr(loading, "_session_conf", lambda *args: contextlib.nullcontext())
         tables = load(tmp_path, spark)
         compressed = _stored_mib(spark) - baseline
         tables.release()
     finally:
-        spark.conf.unset(loading.COMPRESSED_CONF)
+        spark.conf.unset(COMPRESSED_CONF)
     assert uncompressed > 1.05 * compressed > 0
 
 
 def test_session_conf_puts_back_a_value_or_its_absence(spark):
-    from checkers.load import _session_conf
     key = "spark.gregor.test.setting"
     with _session_conf(spark, key, "a"):
         assert spark.conf.get(key) == "a"
