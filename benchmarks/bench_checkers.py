@@ -262,11 +262,20 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _is_jvm(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip() == "java"
+    except OSError:
+        return False
+
+
 class PeakMemory:
-    """Samples driver + Spark JVM (+ workers) RSS twice a second; keeps the peak."""
+    """Samples driver + Spark JVM (+ workers) RSS twice a second; keeps the
+    peak of the sum and of each part (the JVM, its Python workers)."""
 
     def __init__(self):
-        self.peak_total = self.peak_driver = self.peak_jvm = 0
+        self.peak_total = self.peak_driver = self.peak_jvm = self.peak_jvm_only = self.peak_workers = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -274,9 +283,13 @@ class PeakMemory:
         me = os.getpid()
         while not self._stop.is_set():
             driver = _rss_kib(me)
-            others = sum(_rss_kib(p) for p in _children(me))
+            children = _children(me)
+            jvm = sum(_rss_kib(p) for p in children if _is_jvm(p))
+            others = sum(_rss_kib(p) for p in children)
             self.peak_driver = max(self.peak_driver, driver)
             self.peak_jvm = max(self.peak_jvm, others)
+            self.peak_jvm_only = max(self.peak_jvm_only, jvm)
+            self.peak_workers = max(self.peak_workers, others - jvm)
             self.peak_total = max(self.peak_total, driver + others)
             self._stop.wait(0.5)
 
@@ -351,7 +364,9 @@ def bench(events: int, keep: bool, spark, floor: bool = True, again: bool = True
         rate = generated["events"] / seconds
         print(f"events: {generated['events']:,}  check: {seconds:.1f}s  events/s: {rate:,.0f}")
         print(f"peak memory: {memory.peak_total / 1024:.0f} MiB total "
-              f"(driver {memory.peak_driver / 1024:.0f} MiB, Spark JVM + workers {memory.peak_jvm / 1024:.0f} MiB)")
+              f"(driver {memory.peak_driver / 1024:.0f} MiB, Spark JVM + workers {memory.peak_jvm / 1024:.0f} MiB; "
+              f"each at its own peak: JVM {memory.peak_jvm_only / 1024:.0f} MiB, "
+              f"Python workers {memory.peak_workers / 1024:.0f} MiB)")
         all_found = True
         for name, planted in sorted(generated["planted"].items()):
             ok = found(results, name, planted)

@@ -94,7 +94,7 @@ def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     n = len(lines)
     if n == 0:
-        return _events(EVENT_SCHEMA.empty_table())
+        return events_of(EVENT_SCHEMA.empty_table())
     if lines.null_count or pc.any(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(lines)), 0)).as_py():
         raise Suspect("a blank line")
     slow = pc.match_substring(lines, NEMESIS).to_numpy(zero_copy_only=False)
@@ -110,7 +110,7 @@ def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -
         where = np.concatenate([np.flatnonzero(~slow), np.flatnonzero(slow)])
         table = table.take(pa.array(np.argsort(where, kind="stable")))
     table = table.combine_chunks()
-    events = _events(table)
+    events = events_of(table)
     if (events.pid == 0).any() and pc.any(pc.match_substring_regex(lines, r'"process"\s*:\s*-0')).as_py():
         raise Suspect("process -0 (Spark keeps its text)")
     _check_lines(events)
@@ -220,7 +220,8 @@ def _rebalance(value):
             for r in _objects(value, "rebalance")]
 
 
-def _events(table: pa.Table) -> Events:
+def events_of(table: pa.Table) -> Events:
+    """The columns parse() built, as Events (also for a parse read back from disk)."""
     index, index_null = ints(table.column("index"))
     time, time_null = ints(table.column("time"))
     pid, pid_null = ints(table.column("process"))

@@ -15,9 +15,15 @@ by route:
    ones before and after it (a process never has two ops in flight, so an
    op split across two partitions is its last event in one and its first
    in the next);
-2. each partition is parsed again and turned into rows, the pairing done
-   with the carried facts. A file of one partition (a small run) skips
-   pass 1: pass 2 sums its one partition up itself.
+2. each partition is turned into rows, the pairing done with the carried
+   facts. A file of one partition (a small run) skips pass 1: pass 2 sums
+   its one partition up itself.
+
+In local mode each line is parsed once: pass 1 parses it in full and leaves
+the partition's columns in a scratch directory (Arrow IPC, lz4) that pass 2
+reads instead of parsing again (`parse_cache`). Elsewhere pass 1 parses only
+the fields its summaries use and pass 2 parses the partition in full: its
+task may run on another host, and files left there would outlive the load.
 
 Anything the fast path does not take (a line that breaks a rule, a torn
 tail, a file that changed between the passes) returns None, and
@@ -26,17 +32,26 @@ checkers/load.py loads the run instead and names the bad line.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from checkers.arrays import NULL
-from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, ints, mop_fields, parse
+from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, events_of, ints, mop_fields, parse
 from checkers.history import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
 from checkers.load import (COMMIT_ROW, FROM_ROW, NEMESIS_ROUTE, OP_ROW, POLL_ROW, PROBLEM_ROUTE, PROBLEM_ROW,
                            REBALANCE_ROW, SEND_ROW)
@@ -69,17 +84,22 @@ TABLE_COLUMNS = ("kind", "route", "op", "mop_index", "key", "value", "offset", "
                  "own_producer_id", "line", "problem_rank", "problem", "text", "_tight")
 
 
-def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None:
+def fast_rows(spark: SparkSession, history, keys: list[int], cache: str | None = None,
+              local_files: bool | None = None) -> DataFrame | None:
     """The load's rows (before the shuffle by route), or None when the fast
-    path does not take this history (checkers/load.py then loads it)."""
+    path does not take this history (checkers/load.py then loads it).
+    `cache`: a `parse_cache` directory, which must outlive the rows' first job.
+    `local_files`: tasks read the file themselves (default: in local mode)."""
     known = np.array(sorted(keys), dtype=np.int64)
-    text = spark.read.text(str(history))
+    source = file_input(spark, history, local_files)
     carries = None  # one partition: pass 2 sums it up itself, one job instead of two
-    if text.rdd.getNumPartitions() > 1:
-        carries = fold(partition_summaries(text, known))
+    if source.partitions > 1:
+        carries = fold(partition_summaries(source, known, cache))
         if carries is None:
             return None
-    raw = text.mapInArrow(_row_maker(known, carries), from_arrow_schema(ROW_ARROW))
+    else:
+        cache = None  # no pass 1 to leave anything there
+    raw = source.frame.mapInArrow(_row_maker(known, carries, cache, source.parts), from_arrow_schema(ROW_ARROW))
     group = F.col("_group")
     derived = {
         "group": F.when(F.col("kind") == OP_ROW, group),
@@ -92,10 +112,149 @@ def fast_rows(spark: SparkSession, history, keys: list[int]) -> DataFrame | None
     return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
 
 
-def partition_summaries(text: DataFrame, known: np.ndarray) -> list[dict]:
-    """Pass 1 over the file's lines (`spark.read.text`): each partition's summary, in partition order."""
-    rows = sorted(text.mapInArrow(_summarizer(known), SUMMARY_SCHEMA).collect(), key=lambda r: r["partition"])
-    return [json.loads(row["summary"]) for row in rows]
+def partition_summaries(source: "FileInput", known: np.ndarray, cache: str | None = None) -> list[dict]:
+    """Pass 1 over the file's partitions: each one's summary, in partition
+    order; with `cache`, each partition's parse is left there."""
+    rows = source.frame.mapInArrow(_summarizer(known, cache, source.parts), SUMMARY_SCHEMA).collect()
+    return [json.loads(row["summary"]) for row in sorted(rows, key=lambda r: r["partition"])]
+
+
+# ---------------------------------------------------------------- the input
+
+@dataclass(frozen=True)
+class FileInput:
+    """The history's partitions: `frame`, one Spark partition each, and
+    `parts(batches)`, which yields a task's (partition, lines()) pairs."""
+
+    frame: DataFrame
+    parts: Callable
+    partitions: int
+
+
+def file_input(spark: SparkSession, history, local_files: bool | None = None) -> FileInput:
+    """In local mode the tasks read their byte ranges of the file themselves
+    (cut at newlines by the driver, about as large as Spark's own file
+    partitions): Spark's text reader would read each line into the JVM and
+    ship it to Python again in both passes. Elsewhere Spark reads the file."""
+    if local_files is None:
+        local_files = spark.sparkContext.master.startswith("local")
+    if not local_files:
+        text = spark.read.text(str(history))
+        return FileInput(text, _from_text, text.rdd.getNumPartitions())
+    ranges = line_ranges(Path(history), _split_bytes(spark, Path(history).stat().st_size))
+    return FileInput(spark.range(len(ranges), numPartitions=len(ranges)), _ranges_reader(str(history), ranges),
+                     len(ranges))
+
+
+def _split_bytes(spark: SparkSession, size: int) -> int:
+    """Spark's own split size for one file of this size (FilePartition.maxSplitBytes)."""
+    to_bytes = spark.sparkContext._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes
+    most = to_bytes(spark.conf.get("spark.sql.files.maxPartitionBytes"))
+    open_cost = to_bytes(spark.conf.get("spark.sql.files.openCostInBytes"))
+    minimum = spark.conf.get("spark.sql.files.minPartitionNum", None)
+    slots = int(minimum) if minimum else spark.sparkContext.defaultParallelism
+    return max(1, min(most, max(open_cost, (size + open_cost) // max(1, slots))))
+
+
+def line_ranges(path: Path, split: int, chunk: int = 1 << 16) -> list[tuple[int, int]]:
+    """[start, end) byte ranges of about `split` bytes that cover the file,
+    each ending just after a newline (or at the end of the file)."""
+    size = path.stat().st_size
+    bounds = [0]
+    with open(path, "rb") as file:
+        while bounds[-1] + split < size:
+            at = bounds[-1] + split - 1  # the range ends after the first newline from here
+            file.seek(at)
+            while True:
+                block = file.read(chunk)
+                found = block.find(b"\n")
+                if found >= 0 or not block:
+                    at = at + found + 1 if found >= 0 else size
+                    break
+                at += len(block)
+            bounds.append(at)
+    bounds.append(size)
+    ranges = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return ranges or [(0, 0)]
+
+
+def read_lines(path: str, start: int, end: int) -> pa.Array:
+    """The lines of bytes [start, end) of a file, as Spark's text reader
+    gives them (without their newlines); Suspect if a line ends in a carriage
+    return, which Spark would cut off, or if the range does not start a line."""
+    with open(path, "rb") as file:
+        if start:
+            file.seek(start - 1)
+            if file.read(1) != b"\n":
+                raise Suspect("a range that does not start a line (the file changed)")
+        data = file.read(end - start)
+    if b"\r" in data:
+        raise Suspect("a carriage return (Spark's text reader ends a line there)")
+    buffer = np.frombuffer(data, np.uint8)
+    newlines = np.flatnonzero(buffer == ord("\n"))
+    count = len(newlines) + (1 if len(buffer) and buffer[-1] != ord("\n") else 0)
+    starts = np.r_[0, newlines + 1][:count]
+    body = np.delete(buffer, newlines)
+    offsets = np.r_[starts - np.arange(count), len(body)].astype(np.int64)
+    return pa.LargeStringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(body))
+
+
+def _from_text(batches):
+    """A task over `spark.read.text`: its one partition, whose lines come with it."""
+    batches = iter(batches)
+    yield _partition_id(), lambda: _partition_lines(batches)
+    for _ in batches:  # pyspark requires the input read to its end, lines used or not
+        pass
+
+
+def _ranges_reader(path: str, ranges: list[tuple[int, int]]):
+    def parts(batches):
+        """A task over `spark.range`: each id it holds names the range it reads."""
+        for partition in [int(i) for batch in batches for i in batch.column(0).to_numpy()]:
+            yield partition, functools.partial(read_lines, path, *ranges[partition])
+    return parts
+
+
+@contextmanager
+def parse_cache(spark: SparkSession) -> Iterator[str | None]:
+    """A scratch directory for pass 1's parses while the block runs (removed
+    after), or None outside local mode, where pass 2 may run on another host."""
+    context = spark.sparkContext
+    if not context.master.startswith("local"):
+        yield None
+        return
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or context.getConf().get("spark.local.dir", "")
+    directory = tempfile.mkdtemp(prefix="gregor-parsed-", dir=local_dirs.split(",")[0] or None)
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _cached_path(cache: str, partition: int) -> str:
+    return os.path.join(cache, f"{partition}.arrow")
+
+
+def _save_parse(cache: str, partition: int, table: pa.Table) -> None:
+    """Writes the partition's parse where pass 2 looks for it (whole or not at all)."""
+    path = _cached_path(cache, partition)
+    partial = f"{path}.{os.getpid()}.partial"
+    with pa.OSFile(partial, "wb") as sink, \
+            ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    os.replace(partial, path)
+
+
+def _saved_parse(cache: str | None, partition: int) -> Events | None:
+    """The partition's parse from pass 1, or None (not local mode, or no file)."""
+    if cache is None:
+        return None
+    try:
+        with pa.OSFile(_cached_path(cache, partition), "rb") as source:
+            table = ipc.open_file(source).read_all()
+    except (FileNotFoundError, pa.ArrowInvalid):
+        return None
+    return events_of(table)
 
 
 def _partition_lines(batches) -> pa.Array:
@@ -110,16 +269,19 @@ def _partition_id() -> int:
 
 # ---------------------------------------------------------------- pass 1
 
-def _summarizer(known: np.ndarray):
+def _summarizer(known: np.ndarray, cache: str | None, parts):
     def run(batches):
-        partition = _partition_id()
-        try:
-            summary = summarize(parse(_partition_lines(batches), known, summary_only=True))
-        except Suspect as suspect:
-            summary = {"suspect": str(suspect)}
-        summary["partition"] = partition
-        yield pa.RecordBatch.from_pydict({"partition": [partition], "summary": [json.dumps(summary)]},
-                                         schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]))
+        for partition, lines in parts(batches):
+            try:
+                events = parse(lines(), known, summary_only=cache is None)
+                if cache is not None:
+                    _save_parse(cache, partition, events.table)
+                summary = summarize(events)
+            except Suspect as suspect:
+                summary = {"suspect": str(suspect)}
+            summary["partition"] = partition
+            yield pa.RecordBatch.from_pydict({"partition": [partition], "summary": [json.dumps(summary)]},
+                                             schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]))
     return run
 
 
@@ -233,26 +395,32 @@ def fold(summaries: list[dict]) -> dict | None:
 
 # ---------------------------------------------------------------- pass 2
 
-def _row_maker(known: np.ndarray, carries: dict):
+def _row_maker(known: np.ndarray, carries: dict, cache: str | None, parts):
     def run(batches):
-        partition = _partition_id()
-        carry = carries.get(partition) if carries is not None else None
-        try:
-            events = parse(_partition_lines(batches), known)
-            if carries is None:
-                carry = (fold([dict(summarize(events), partition=partition)]) or {}).get(partition)
-        except Suspect:
-            events = None
-        if carry is None or events is None or len(events) != carry["count"] or (
-                len(events) and int(events.index[0]) != carry["first_index"]):
-            # A line pass 2 does not take (with one partition, pass 2 is the
-            # only pass), or the file changed since pass 1: one problem row,
-            # and the load falls back to checkers/load.py.
-            yield _table({"kind": pa.array([PROBLEM_ROW], pa.int32()), "route": pa.array([PROBLEM_ROUTE])},
-                         1).to_batches()[0]
-        elif len(events):
-            yield from make_rows(events, carry["processes"]).to_batches()
+        for partition, lines in parts(batches):
+            yield from _partition_rows(partition, lines, known, carries, cache)
     return run
+
+
+def _partition_rows(partition: int, lines, known: np.ndarray, carries: dict | None, cache: str | None):
+    carry = carries.get(partition) if carries is not None else None
+    try:
+        events = _saved_parse(cache, partition)
+        if events is None:
+            events = parse(lines(), known)
+        if carries is None:
+            carry = (fold([dict(summarize(events), partition=partition)]) or {}).get(partition)
+    except Suspect:
+        events = None
+    if carry is None or events is None or len(events) != carry["count"] or (
+            len(events) and int(events.index[0]) != carry["first_index"]):
+        # A line pass 2 does not take (with one partition, pass 2 is the
+        # only pass), or the file changed since pass 1: one problem row,
+        # and the load falls back to checkers/load.py.
+        yield _table({"kind": pa.array([PROBLEM_ROW], pa.int32()), "route": pa.array([PROBLEM_ROUTE])},
+                     1).to_batches()[0]
+    elif len(events):
+        yield from make_rows(events, carry["processes"]).to_batches()
 
 
 def _nullable(values: np.ndarray, null: np.ndarray | None = None, type_=pa.int64()) -> pa.Array:

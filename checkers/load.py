@@ -207,10 +207,11 @@ def load(source, spark: SparkSession, test: dict | None = None, fast: bool = Tru
     keys = known_keys(test)
     torn = torn_tail(history)
     if fast and not torn:
-        from checkers.fastload import fast_rows
-        rows = fast_rows(spark, history, keys)
-        if rows is not None:
-            tables = _stored(rows, spark, history, test, torn, name_problems=False)
+        from checkers.fastload import fast_rows, parse_cache
+        with parse_cache(spark) as cache:
+            rows = fast_rows(spark, history, keys, cache)
+            tables = None if rows is None else _stored(rows, spark, history, test, torn, name_problems=False)
+        if tables is not None:
             if not tables.metrics["problems"]:
                 return tables
             tables.release()  # the file changed between the fast load's passes

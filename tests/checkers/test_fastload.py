@@ -19,8 +19,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from checker_histories import History, poll, send, write_run
-from checkers import eventparse
-from checkers.fastload import fast_rows, summarize
+from checkers import eventparse, fastload
+from checkers.fastload import fast_rows, parse_cache, summarize
 from checkers.load import PROBLEM_ROW, history_path, known_keys, load, read_test
 from partition_scenarios import build
 from txn_events import flatten, op
@@ -115,8 +115,9 @@ def test_an_empty_history_loads_the_same_both_ways(spark, tmp_path):
 @pytest.mark.parametrize("case", ["unknown-key", "double-invoke", "completion-without-invoke"])
 def test_a_history_the_fast_load_does_not_take_falls_back_and_is_named(spark, tmp_path, small_partitions, case):
     """A pairing broken across a partition boundary is caught by the fold, a
-    bad mop by the second pass's parse (the first reads no mops); either way
-    the SQL load names the line."""
+    bad mop by the second pass's parse when the first reads no mops (no
+    parse cache, as here) and by the first when it parses in full (the
+    load's parse cache); either way the SQL load names the line."""
     h = varied_history()
     events = [dict(e, index=i, time=1000 * i) for i, e in enumerate(h.events)]
     if case == "unknown-key":
@@ -198,3 +199,119 @@ def test_the_first_pass_reads_less_and_sums_up_the_same():
         eventparse.parse(pa.array([bad_mop]), KNOWN)
     with pytest.raises(eventparse.Suspect):
         eventparse.parse(pa.array([GOOD.replace('"process":2', '"process":"2"')]), KNOWN, summary_only=True)
+
+
+def _same_rows(rows, expected) -> bool:
+    """`rows` run on their own first: pass 2 finds its partition's carries by
+    the task's partition id, which a union with other rows would shift."""
+    rows = rows.localCheckpoint()
+    return rows.exceptAll(expected).count() == 0 and expected.exceptAll(rows).count() == 0
+
+
+def _junk_of_the_same_size(history: Path) -> None:
+    """Every line replaced by an invalid one of the same length (so Spark's
+    file splits stay the same): parsing this file again cannot give rows."""
+    lines = history.read_bytes().split(b"\n")
+    history.write_bytes(b"\n".join(b"x" * len(line) for line in lines))
+
+
+def test_pass_two_reads_the_parse_pass_one_left_and_the_cache_goes_after(spark, tmp_path, small_partitions):
+    run = write_run(tmp_path, varied_history().events)
+    history, keys = history_path(run), known_keys(read_test(run))
+    expected = fast_rows(spark, history, keys).localCheckpoint()
+    with parse_cache(spark) as cache:
+        rows = fast_rows(spark, history, keys, cache)  # pass 1 has run, pass 2 not yet
+        partitions = spark.read.text(str(history)).rdd.getNumPartitions()
+        assert partitions > 1
+        assert sorted(Path(cache).iterdir()) == sorted(Path(cache) / f"{i}.arrow" for i in range(partitions))
+        _junk_of_the_same_size(history)
+        assert _same_rows(rows, expected)
+    assert not Path(cache).exists()
+
+
+def test_without_the_cache_pass_two_parses_the_file_again(spark, tmp_path, small_partitions):
+    """The contrast to the test above: the same junk, no cache, a problem row
+    (checkers/load.py then falls back to the SQL load)."""
+    run = write_run(tmp_path, varied_history().events)
+    rows = fast_rows(spark, history_path(run), known_keys(read_test(run)))
+    _junk_of_the_same_size(history_path(run))
+    assert rows.where(F.col("kind") == PROBLEM_ROW).count() >= 1
+
+
+def test_a_partition_whose_cached_parse_is_gone_is_parsed_again(spark, tmp_path, small_partitions):
+    run = write_run(tmp_path, varied_history().events)
+    history, keys = history_path(run), known_keys(read_test(run))
+    expected = fast_rows(spark, history, keys).localCheckpoint()
+    with parse_cache(spark) as cache:
+        rows = fast_rows(spark, history, keys, cache)
+        (Path(cache) / "0.arrow").unlink()
+        (Path(cache) / "1.arrow").write_bytes(b"torn")
+        assert _same_rows(rows, expected)
+
+
+def test_the_parse_cache_is_for_local_mode_only():
+    """In a cluster pass 2 may run on another host, where pass 1's files
+    would be missing and left behind."""
+    class Context:
+        master = "spark://10.0.0.1:7077"
+
+    class Session:
+        sparkContext = Context()
+
+    with parse_cache(Session()) as cache:
+        assert cache is None
+
+
+def test_line_ranges_cover_the_file_and_end_after_newlines(tmp_path):
+    path = tmp_path / "lines"
+    lines = [b"a" * n for n in (0, 1, 5, 40, 3, 3, 100, 2)]
+    for tail in (b"\n", b""):
+        path.write_bytes(b"\n".join(lines) + tail)
+        data = path.read_bytes()
+        for split in (1, 4, 10, 64, 1000):
+            ranges = fastload.line_ranges(path, split, chunk=7)
+            assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            assert all(data[end - 1:end] == b"\n" for _, end in ranges[:-1])
+            # a range ends at the first newline at or after `split` bytes
+            assert all(data.find(b"\n", start + split - 1) + 1 == end for start, end in ranges[:-1])
+    path.write_bytes(b"")
+    assert fastload.line_ranges(path, 10) == [(0, 0)]
+
+
+@pytest.mark.parametrize("content", [b'{"a":1}\n{"b":"\xc3\xb1"}\n', b'{"a":1}\n\n{"c":3}', b"\n\n", b"x"])
+def test_read_lines_gives_the_lines_sparks_text_reader_gives(spark, tmp_path, content):
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(content)
+    expected = [row["value"] for row in spark.read.text(str(path)).collect()]
+    ranges = fastload.line_ranges(path, 3)
+    assert [line for start, end in ranges for line in fastload.read_lines(str(path), start, end).to_pylist()] \
+        == expected
+
+
+def test_read_lines_does_not_take_a_carriage_return_or_a_range_inside_a_line(tmp_path):
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(b'{"a":1}\r\n{"b":2}\n')
+    with pytest.raises(eventparse.Suspect, match="carriage return"):
+        fastload.read_lines(str(path), 0, path.stat().st_size)
+    path.write_bytes(b'{"a":1}\n{"b":2}\n')
+    with pytest.raises(eventparse.Suspect, match="does not start a line"):
+        fastload.read_lines(str(path), 3, path.stat().st_size)
+
+
+def test_spark_reading_the_file_builds_the_same_rows(spark, tmp_path):
+    """Outside local mode Spark's text reader feeds both passes (and there is
+    no parse cache): the rows are the same as the tasks' own reads give."""
+    generate(tmp_path, 5_000)
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "100000")
+    try:
+        history, keys = history_path(tmp_path), known_keys(read_test(tmp_path))
+        assert fastload.file_input(spark, history, local_files=False).partitions > 1
+        expected = fast_rows(spark, history, keys, local_files=False).localCheckpoint()
+        with parse_cache(spark) as cache:
+            assert _same_rows(fast_rows(spark, history, keys, cache), expected)
+            assert len(list(Path(cache).iterdir())) == fastload.file_input(spark, history).partitions
+    finally:
+        spark.conf.set(key, before)
