@@ -67,7 +67,7 @@ from checkers.arrays import NULL, covered, merge_intervals
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, RT, S_CWR,
                               S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
-from checkers.load import OP_ROW, Tables, long_array
+from checkers.load import KEY_KINDS, OP_ROW, Tables, known_keys, long_array
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -193,7 +193,7 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
     op -> its time, for the covered ops brought to the driver)."""
     params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals)
-    out = passes.key_pass(t, params).persist(t.storage)
+    out = passes.key_pass(t, params, keys=_keys_near(t, intervals)).persist(t.storage)
     try:
         counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
         too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
@@ -243,9 +243,36 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     return graphs, times
 
 
-def _graph_ops(t: Tables) -> DataFrame:
+def _keys_near(t: Tables, intervals: dict) -> list[int] | None:
+    """The keys with a row whose op's times reach into a span of any
+    interval set (None: every key has one). A node's phi is its row's
+    invoke, completion or clamped commit time, so no node of another key
+    lies in a span: the cycle pass, which keeps only edges and nodes in
+    spans, finds nothing there, and needs only these keys' rows."""
+    lo, hi = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
+                             np.concatenate([pair[1] for pair in intervals.values()]))
+    times = [F.col("invoke_time"), F.col("complete_time"), F.col("commit_time")]
+    earliest, latest = 2 * F.least(*times[:2]), 2 * F.greatest(*times)
+    reaches = F.col("invoke_time").isNull() | _meets_column(earliest, latest, [int(x) for x in lo], [int(x) for x in hi])
+    key_rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
+    near = [r["key"] for r in key_rows.where(reaches).select("key").distinct().collect()]
+    return None if len(near) >= len(known_keys(t.test)) else near
+
+
+def _graph_ops(t: Tables, routes: list[int] | None = None) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi, and
-    the out port of the process's previous graph op."""
+    the out port of the process's previous graph op (of these routes only, if given)."""
+    graph = _graph_op_ports(t)
+    if routes is not None:
+        graph = graph.where(F.col("route").isin(routes))
+    # An op row's route is its process's (checkers/load.py), and the table is
+    # already partitioned by route: no shuffle, only a sort within partitions.
+    w = Window.partitionBy("route").orderBy("invoke_index")
+    return graph.select("*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi"))
+
+
+def _graph_op_ports(t: Tables) -> DataFrame:
+    """Per graph op: process, times, in and out ports with their doubled phi."""
     info = _info_nodes(t)
     ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     if info:
@@ -268,17 +295,13 @@ def _graph_ops(t: Tables) -> DataFrame:
     single = F.when(per_send & ~reader, base + F.coalesce(F.col("info_mop"), F.lit(0)) + 1).otherwise(base)
     single_phi = 2 * F.when(per_send | ~reader, w_phi).otherwise(r_phi)
     top = F.when(reader, r_phi).otherwise(w_phi)
-    graph = (ops.where((n_must > 0) | reader)
-                     .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
-                             F.when(multi, base + IN_HUB).otherwise(single).alias("in_port"),
-                             F.when(multi, 2 * w_phi - 1).otherwise(single_phi).alias("in_phi"),
-                             F.when(multi, base + OUT_HUB).otherwise(single).alias("out_port"),
-                             F.when(multi, 2 * top + 1).otherwise(single_phi).alias("out_phi"),
-                             multi.alias("multi")))
-    # An op row's route is its process's (checkers/load.py), and the table is
-    # already partitioned by route: no shuffle, only a sort within partitions.
-    w = Window.partitionBy("route").orderBy("invoke_index")
-    return graph.select("*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi"))
+    return (ops.where((n_must > 0) | reader)
+            .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
+                    F.when(multi, base + IN_HUB).otherwise(single).alias("in_port"),
+                    F.when(multi, 2 * w_phi - 1).otherwise(single_phi).alias("in_phi"),
+                    F.when(multi, base + OUT_HUB).otherwise(single).alias("out_port"),
+                    F.when(multi, 2 * top + 1).otherwise(single_phi).alias("out_phi"),
+                    multi.alias("multi")))
 
 
 def _info_nodes(t: Tables) -> dict:
@@ -297,7 +320,13 @@ def _covered_ops(t: Tables, intervals) -> list | str:
 
     def inside(column):
         return _covered_column(F.col(column), lo_list, hi_list)
-    rows = _graph_ops(t).where(inside("in_phi") | inside("out_phi")).limit(DRIVER_OPS + 1).collect()
+    covered_ports = inside("in_phi") | inside("out_phi")
+    # The process order is a sort of every graph op of a process: only the
+    # processes with a covered op need it.
+    routes = [r["route"] for r in _graph_op_ports(t).where(covered_ports).select("route").distinct().collect()]
+    if not routes:
+        return []
+    rows = _graph_ops(t, routes).where(covered_ports).limit(DRIVER_OPS + 1).collect()
     if len(rows) > DRIVER_OPS:
         return f"more than {DRIVER_OPS} ops remain after the cover filter"
     return rows
@@ -338,16 +367,22 @@ def _order_edges(candidates: list, intervals, covered_nodes) -> dict:
 
 
 def _covered_column(phi: F.Column, lo: list, hi: list) -> F.Column:
-    """phi lies in one of the intervals (a few: a filter; many: a sorted lookup in an array)."""
+    """phi lies in one of the intervals."""
+    return _meets_column(phi, phi, lo, hi)
+
+
+def _meets_column(start: F.Column, end: F.Column, lo: list, hi: list) -> F.Column:
+    """[start, end] meets one of the sorted disjoint intervals (a few: a
+    filter; many: a sorted lookup in an array)."""
     if len(lo) <= 32:
         condition = F.lit(False)
         for a, b in zip(lo, hi):
-            condition = condition | phi.between(a, b)
+            condition = condition | ((start <= b) & (end >= a))
         return condition
     starts_, ends = long_array(lo), long_array(hi)
-    # the last interval starting at or before phi
-    position = F.size(F.filter(starts_, lambda s: s <= phi))
-    return (position > 0) & (F.element_at(ends, F.greatest(position, F.lit(1))) >= phi)
+    # the last interval starting at or before `end` meets it if it reaches `start`
+    position = F.size(F.filter(starts_, lambda s: s <= end))
+    return (position > 0) & (F.element_at(ends, F.greatest(position, F.lit(1))) >= start)
 
 
 def realtime_edges(info: dict, ports: dict) -> list[tuple]:

@@ -430,3 +430,37 @@ def test_a_cycle_of_ops_not_brought_to_the_driver_still_gets_its_time(spark, tmp
     found = {row["name"]: row for row in rows}
     assert found["G1c"]["time"] == 1000 * max(ops["g1c"])
     assert all("more than 0 ops remain" in row["cycle"] for row in rows if row["name"] != "G1c")
+
+
+def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp_path, monkeypatch):
+    """A G1c early in the run, then plain writes to other keys by other
+    processes: only the cycle's keys reach into a span, only its processes
+    are ordered, and the rows are those of a pass over every key and op."""
+    later = [e for i in range(6) for e in op(200 + i % 3, "send", [send(16 + i % 4, 100 + i, i // 4)])]
+    events, _ = combine({"g1c": g1c(2, 10), "later": later})
+    t = load(write(tmp_path, events), spark)
+    intervals = cycles._intervals(t)
+    assert sorted(cycles._keys_near(t, intervals)) == [2, 3]
+    for interval_set in intervals.values():
+        restricted = sorted(tuple(r) for r in cycles._covered_ops(t, interval_set))
+        lo, hi = [int(x) for x in interval_set[0]], [int(x) for x in interval_set[1]]
+        everything = sorted(tuple(r) for r in cycles._graph_ops(t).where(
+            cycles._covered_column(cycles.F.col("in_phi"), lo, hi)
+            | cycles._covered_column(cycles.F.col("out_phi"), lo, hi)).collect())
+        assert restricted and restricted == everything
+    assert {r["pid"] for r in cycles._covered_ops(t, intervals[cycles.I_ALL])} == {10, 11}
+    found = sorted(map(tuple, cycles.cycle_rows(t)))
+    monkeypatch.setattr(cycles, "_keys_near", lambda _t, _intervals: None)
+    assert found == sorted(map(tuple, cycles.cycle_rows(t))) and "G1c" in {row[0] for row in found}
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_time_range_meets_the_intervals_it_overlaps(spark, many):
+    lo = list(range(0, 4000, 100)) if many else [10, 50]
+    hi = [x + 20 for x in lo]
+    ranges = [(0, 5), (0, 10), (30, 49), (30, 50), (70, 70), (70, 90), (45, 1000), (5000, 6000), (25, 29)]
+    frame = spark.createDataFrame(ranges, "a long, b long")
+    got = [r["m"] for r in frame.select(cycles._meets_column(cycles.F.col("a"), cycles.F.col("b"), lo, hi)
+                                        .alias("m")).collect()]
+    assert got == [any(a <= h and b >= l for l, h in zip(lo, hi)) for a, b in ranges]
+    assert any(got) and not all(got)
