@@ -32,12 +32,12 @@ checkers/load.py loads the run instead and names the bad line.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -215,7 +215,7 @@ def _ranges_reader(path: str, ranges: list[tuple[int, int]]):
     return parts
 
 
-@contextmanager
+@contextlib.contextmanager
 def parse_cache(spark: SparkSession) -> Iterator[str | None]:
     """A scratch directory for pass 1's parses while the block runs (removed
     after), or None outside local mode, where pass 2 may run on another host."""
@@ -236,13 +236,18 @@ def _cached_path(cache: str, partition: int) -> str:
 
 
 def _save_parse(cache: str, partition: int, table: pa.Table) -> None:
-    """Writes the partition's parse where pass 2 looks for it (whole or not at all)."""
+    """Writes the partition's parse where pass 2 looks for it, whole or not
+    at all (a full disk only costs pass 2 its parse)."""
     path = _cached_path(cache, partition)
     partial = f"{path}.{os.getpid()}.partial"
-    with pa.OSFile(partial, "wb") as sink, \
-            ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
-        writer.write_table(table)
-    os.replace(partial, path)
+    try:
+        with pa.OSFile(partial, "wb") as sink, \
+                ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
+            writer.write_table(table)
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
 
 
 def _saved_parse(cache: str | None, partition: int) -> Events | None:

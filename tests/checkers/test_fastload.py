@@ -315,3 +315,14 @@ def test_spark_reading_the_file_builds_the_same_rows(spark, tmp_path):
             assert len(list(Path(cache).iterdir())) == fastload.file_input(spark, history).partitions
     finally:
         spark.conf.set(key, before)
+
+
+def test_a_parse_that_cannot_be_saved_is_only_not_cached(tmp_path):
+    """A full or missing scratch disk costs pass 2 its parse, never the load."""
+    events = eventparse.parse(pa.array([GOOD]), KNOWN)
+    gone = tmp_path / "gone"
+    fastload._save_parse(str(gone), 0, events.table)
+    assert not gone.exists() and fastload._saved_parse(str(gone), 0) is None
+    fastload._save_parse(str(tmp_path), 0, events.table)
+    assert fastload._saved_parse(str(tmp_path), 0).table.equals(events.table)
+    assert [p.name for p in tmp_path.iterdir()] == ["0.arrow"]
