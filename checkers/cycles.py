@@ -32,12 +32,14 @@ where it lives, and only what may lie on a cycle reaches the driver:
    pass computes those spans while it builds the log (merged per task); a
    valid run's wr-only families have none, and then nothing more is done.
 4. Where spans exist, a second per-key pass keeps only the edges whose two
-   ends lie in the spans, the op table gives the process order and ports of
-   the graph ops with a covered port (a sort within the table's partitions,
-   whose route is the process; one collect for the widest interval set
-   serves the narrower one), and the driver adds the realtime edges
-   among those (reduced among them: within a component the same edges as
-   among all ops), trims sources and sinks, and searches: an iterative
+   ends lie in the spans (it reads only the keys with a row whose op's
+   times reach into a span: a node's phi is one of its row's times), the
+   op table gives the process order and ports of the graph ops with a
+   covered port (a sort within the table's partitions, whose route is the
+   process, of only the processes with a covered op; one collect for the
+   widest interval set serves the narrower one), and the driver adds the
+   realtime edges among those (reduced among them: within a component the
+   same edges as among all ops), trims sources and sinks, and searches: an iterative
    Tarjan SCC on the subgraph each anomaly allows, then a BFS over (node,
    kinds-seen) for the shortest closed walk through the SCC that uses every
    kind the anomaly requires. One instance per SCC.
