@@ -255,7 +255,8 @@ def _keys_near(t: Tables, intervals: dict) -> list[int] | None:
                              np.concatenate([pair[1] for pair in intervals.values()]))
     times = [F.col("invoke_time"), F.col("complete_time"), F.col("commit_time")]
     earliest, latest = 2 * F.least(*times[:2]), 2 * F.greatest(*times)
-    reaches = F.col("invoke_time").isNull() | _meets_column(earliest, latest, [int(x) for x in lo], [int(x) for x in hi])
+    reaches = F.col("invoke_time").isNull() | _meets_column(earliest, latest, [int(x) for x in lo],
+                                                            [int(x) for x in hi])
     key_rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
     near = [r["key"] for r in key_rows.where(reaches).select("key").distinct().collect()]
     return None if len(near) >= len(known_keys(t.test)) else near

@@ -112,7 +112,7 @@ def fast_rows(spark: SparkSession, history, keys: list[int], cache: str | None =
     return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
 
 
-def partition_summaries(source: "FileInput", known: np.ndarray, cache: str | None = None) -> list[dict]:
+def partition_summaries(source: FileInput, known: np.ndarray, cache: str | None = None) -> list[dict]:
     """Pass 1 over the file's partitions: each one's summary, in partition
     order; with `cache`, each partition's parse is left there."""
     rows = source.frame.mapInArrow(_summarizer(known, cache, source.parts), SUMMARY_SCHEMA).collect()
