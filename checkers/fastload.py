@@ -137,13 +137,19 @@ def file_input(spark: SparkSession, history, local_files: bool | None = None) ->
     partitions): Spark's text reader would read each line into the JVM and
     ship it to Python again in both passes. Elsewhere Spark reads the file."""
     if local_files is None:
-        local_files = spark.sparkContext.master.startswith("local")
+        local_files = _tasks_run_here(spark)
     if not local_files:
         text = spark.read.text(str(history))
         return FileInput(text, _from_text, text.rdd.getNumPartitions())
     ranges = line_ranges(Path(history), _split_bytes(spark, Path(history).stat().st_size))
     return FileInput(spark.range(len(ranges), numPartitions=len(ranges)), _ranges_reader(str(history), ranges),
                      len(ranges))
+
+
+def _tasks_run_here(spark: SparkSession) -> bool:
+    """Local mode: every task runs on this host and sees its files (the
+    history, and the parse cache pass 1 leaves for pass 2)."""
+    return spark.sparkContext.master.startswith("local")
 
 
 def _split_bytes(spark: SparkSession, size: int) -> int:
@@ -219,11 +225,10 @@ def _ranges_reader(path: str, ranges: list[tuple[int, int]]):
 def parse_cache(spark: SparkSession) -> Iterator[str | None]:
     """A scratch directory for pass 1's parses while the block runs (removed
     after), or None outside local mode, where pass 2 may run on another host."""
-    context = spark.sparkContext
-    if not context.master.startswith("local"):
+    if not _tasks_run_here(spark):
         yield None
         return
-    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or context.getConf().get("spark.local.dir", "")
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or spark.sparkContext.getConf().get("spark.local.dir", "")
     directory = tempfile.mkdtemp(prefix="gregor-parsed-", dir=local_dirs.split(",")[0] or None)
     try:
         yield directory
