@@ -234,7 +234,7 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
     this_load = F.lit(uuid.uuid4().hex)
     rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull())
     storage = storage_level(history)
-    with _session_conf(spark, COMPRESSED_CONF, str(storage == StorageLevel.DISK_ONLY).lower()):
+    with session_conf(spark, COMPRESSED_CONF, str(storage == StorageLevel.DISK_ONLY).lower()):
         table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
         # The job that stores the table also counts, over the stored rows: an
@@ -262,7 +262,7 @@ COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 @contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str):
+def session_conf(spark: SparkSession, key: str, value: str):
     """`key` set to `value` in the session while the block runs, then put back."""
     before = spark.conf.get(key, None)
     spark.conf.set(key, value)

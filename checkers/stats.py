@@ -17,13 +17,21 @@ from pyspark.sql import functions as F
 from checkers import passes
 from checkers.history import NEMESIS
 from checkers.keypass import LAG
-from checkers.load import OP_ROW, Tables
+from checkers.load import OP_ROW, Tables, session_conf
 
 MAX_BUCKETS = 600
 MAX_LAG_ROWS = 20000
 NICE_STEPS = (1, 2, 5)
 ACCURACY = 1000
 QUANTILES = [0.5, 0.9, 0.99]
+# Spark aggregates percentile_approx by hash only up to 128 groups per task,
+# then sorts every remaining row by its group. The time series has up to
+# MAX_BUCKETS buckets per (f, type), so every large history sorted: the
+# stats job of a 10M check took 5.6 s that way and 4.5 s by hash, warm
+# (1M: 0.91 against 0.77 s), with the same results. A group's buffer holds
+# at most its own rows' latencies until it compresses them, so the hash
+# map holds at most the task's rows.
+HASH_GROUPS_CONF = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1000000")
 
 
 def bucket_seconds(duration_s: float, max_buckets: int = MAX_BUCKETS) -> float:
@@ -62,12 +70,13 @@ def compute_stats(t: Tables) -> dict:
     ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     latency = (F.col("complete_time") - F.col("invoke_time")).alias("latency")
     bucket = F.floor(F.col("complete_time") / F.lit(bucket_ns)).cast("long").alias("bucket")
-    grouped = (ops.select("f", "type", latency, bucket)
-               .groupingSets([["f", "type"], ["bucket", "f", "type"]], "bucket", "f", "type")
-               .agg(F.count(F.lit(1)).alias("all"), F.count("latency").alias("count"),
-                    F.percentile_approx("latency", QUANTILES, ACCURACY).alias("q"), F.max("latency").alias("max"),
-                    F.grouping("bucket").alias("overall"))
-               .collect())
+    with session_conf(t.spark, *HASH_GROUPS_CONF):
+        grouped = (ops.select("f", "type", latency, bucket)
+                   .groupingSets([["f", "type"], ["bucket", "f", "type"]], "bucket", "f", "type")
+                   .agg(F.count(F.lit(1)).alias("all"), F.count("latency").alias("count"),
+                        F.percentile_approx("latency", QUANTILES, ACCURACY).alias("q"), F.max("latency").alias("max"),
+                        F.grouping("bucket").alias("overall"))
+                   .collect())
     by_f: dict[str, dict[str, int]] = {}
     latency_rows, series = [], []
     for r in grouped:

@@ -13,7 +13,7 @@ from checker_histories import History, base_test, poll, send, write_run
 from checkers import facts
 from checkers import load as loading
 from checkers.check import check_dir
-from checkers.load import COMPRESSED_CONF, _session_conf, load, ops_with_mops
+from checkers.load import COMPRESSED_CONF, session_conf, load, ops_with_mops
 from harness.errors import GregorError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -179,7 +179,7 @@ def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_sett
         uncompressed = _stored_mib(spark) - baseline
         tables.release()
         assert spark.conf.get(COMPRESSED_CONF) == "true"
-        monkeypatch.setattr(loading, "_session_conf", lambda *args: contextlib.nullcontext())
+        monkeypatch.setattr(loading, "session_conf", lambda *args: contextlib.nullcontext())
         tables = load(tmp_path, spark)
         compressed = _stored_mib(spark) - baseline
         tables.release()
@@ -190,11 +190,11 @@ def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_sett
 
 def test_session_conf_puts_back_a_value_or_its_absence(spark):
     key = "spark.gregor.test.setting"
-    with _session_conf(spark, key, "a"):
+    with session_conf(spark, key, "a"):
         assert spark.conf.get(key) == "a"
     assert spark.conf.get(key, None) is None
     spark.conf.set(key, "b")
-    with _session_conf(spark, key, "c"):
+    with session_conf(spark, key, "c"):
         assert spark.conf.get(key) == "c"
     assert spark.conf.get(key) == "b"
     spark.conf.unset(key)

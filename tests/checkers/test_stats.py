@@ -4,7 +4,8 @@ computed in Spark from a hand-written history whose figures we know."""
 import pytest
 
 from checkers.load import load
-from checkers.stats import bucket_seconds, compute_stats
+from checkers import stats as stats_module
+from checkers.stats import HASH_GROUPS_CONF, bucket_seconds, compute_stats
 
 pytestmark = pytest.mark.spark
 
@@ -81,6 +82,26 @@ def test_quantiles_over_many_ops(spark, tmp_path, write_run):
     assert row["count"] == 100
     assert row["p50_ms"] == 50.0 and row["p90_ms"] == 90.0 and row["p99_ms"] == 99.0
     assert row["max_ms"] == 100.0
+
+
+def test_many_groups_by_hash_give_what_the_sort_gives(spark, tmp_path, write_run, monkeypatch):
+    # 300 ops of one process (so one task) over 60 s: 300 time buckets of
+    # 0.1 s, past the 128 groups per task after which Spark would sort.
+    events = []
+    for i in range(300):
+        events += timed(op(0, "send", [send(i % 3, i, i // 3)]), i * 200, i * 200 + 1 + i % 11)
+    key = HASH_GROUPS_CONF[0]
+    before = spark.conf.get(key, None)
+    t = load(write_run(tmp_path, events), spark)
+    try:
+        by_hash = compute_stats(t)
+        assert spark.conf.get(key, None) == before
+        monkeypatch.setattr(stats_module, "HASH_GROUPS_CONF", (key, "128"))
+        by_sort = compute_stats(t)
+    finally:
+        t.release()
+    assert len(by_hash["timeseries"]["rows"]) == 300
+    assert by_hash == by_sort
 
 
 @pytest.mark.parametrize("duration, expected", [
