@@ -73,10 +73,15 @@ EVENT_SCHEMA = T.StructType([
 ])
 
 STORAGE = StorageLevel.MEMORY_AND_DISK
-# Above this much history, persisted tables go to local disk only: a 10M-event
+# Above this much history, persisted tables go to local disk only. A 10M-event
 # history (1.4 GB) ran the 2 GB driver heap out of memory while its blocks were
-# being stored in memory (MemoryStore), whatever the partition size.
-LARGE_HISTORY_BYTES = 512 << 20
+# being stored in memory (MemoryStore), whatever the partition size. Held in
+# memory, a 3.6M-event history (490 MiB) filled the heap: its check took
+# 44.3 s with the JVM at 2,556 MiB, against 29.7 s and 2,204 MiB on disk,
+# and a 1.5 GB heap ran out. On disk costs nothing measurable at 1M events
+# (a warm check 10.49 s against 10.62 s in memory, medians of 4), since the
+# blocks stay in the page cache; small runs keep the memory path.
+LARGE_HISTORY_BYTES = 64 << 20
 
 
 def storage_level(history: Path) -> StorageLevel:

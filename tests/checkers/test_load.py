@@ -198,3 +198,15 @@ def test_session_conf_puts_back_a_value_or_its_absence(spark):
         assert spark.conf.get(key) == "c"
     assert spark.conf.get(key) == "b"
     spark.conf.unset(key)
+
+
+def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_results(spark, tmp_path, monkeypatch):
+    generate(tmp_path, 40_000)  # with the planted anomalies and a G1c cycle
+    in_memory = check_dir(tmp_path, spark=spark, progress=lambda _: None)
+    monkeypatch.setattr(loading, "LARGE_HISTORY_BYTES", 0)
+    assert loading.storage_level(tmp_path / "history.jsonl") == loading.StorageLevel.DISK_ONLY
+    on_disk = check_dir(tmp_path, spark=spark, progress=lambda _: None)
+    for result in (in_memory, on_disk):
+        result.pop("checker")
+    assert {"G1c", "lost-write", "duplicate", "aborted-read"} <= set(on_disk["anomalies"])
+    assert on_disk == in_memory
