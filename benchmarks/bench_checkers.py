@@ -468,11 +468,14 @@ def small(events: int, runs: int, driver_memory: str) -> bool:
 
 
 def main(argv=None) -> int:
+    from checkers.spark import DEFAULT_CONF
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, action="append",
                         help="history size (repeatable); default 100,000, 1,000,000 and 10,000,000")
     parser.add_argument("--keep", action="store_true", help="keep the generated run directories")
-    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g, as gregor check)")
+    parser.add_argument("--driver-memory", default=DEFAULT_CONF["spark.driver.memory"],
+                        help=f"spark.driver.memory (default {DEFAULT_CONF['spark.driver.memory']}, as gregor check)")
     parser.add_argument("--no-floor", action="store_true", help="skip timing Spark alone on each history")
     parser.add_argument("--no-again", action="store_true",
                         help=f"skip the second, warm check of histories up to {AGAIN_MAX_EVENTS:,} events")

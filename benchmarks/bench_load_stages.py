@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         run = args.run
         events = sum(1 for _ in open(run / "history.jsonl"))
     try:
-        spark = get_spark(None, {"spark.driver.memory": "2g"})
+        spark = get_spark()
         for repeat in range(1, args.repeats + 1):
             figures = measure(spark, run, args.fast_only)
             print(f"repeat {repeat}, {events:,} events:")

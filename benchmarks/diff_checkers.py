@@ -36,7 +36,7 @@ import json, sys, time, traceback
 from pathlib import Path
 from checkers.check import check_dir
 from checkers.spark import get_spark
-spark = get_spark(None, {"spark.driver.memory": "2g"})
+spark = get_spark()
 with open(sys.argv[1], "w") as out:
     for line in sys.stdin:
         name, scratch = json.loads(line)

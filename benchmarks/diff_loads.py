@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     if not runs:
         print("no run directories (history.jsonl with test.json) under the paths given", file=sys.stderr)
         return 2
-    spark = get_spark(None, {"spark.driver.memory": "2g"})
+    spark = get_spark()
     differing, fast_total, sql_total = 0, 0.0, 0.0
     for number, run in enumerate(runs, start=1):
         r = compare(spark, run)

@@ -24,8 +24,14 @@ DEFAULT_CONF = {
     "spark.default.parallelism": "4",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    # Local mode: the driver is also the executor, so this heap holds the data.
-    "spark.driver.memory": "2g",
+    # Local mode: the driver is also the executor, so this heap holds the
+    # data: a table in memory (histories up to 64 MiB, checkers/load.py) and
+    # the buffers of the jobs. With 2 GB, G1 grew the heap towards 2 GB
+    # however little the check held, so the longer the check the larger the
+    # JVM (2,104 MiB at 1M events, 2,429 at 10M); 1 GB checked 1M and 10M
+    # events as fast (paired timings 1.017 and 1.014) with the JVM at 1,238
+    # and 1,683 MiB (docs/CHECKERS.md).
+    "spark.driver.memory": "1g",
     # Spark's status store keeps 1,000 jobs (with their plans) by default,
     # which fills a long-lived session's heap (the test suite checks a
     # hundred runs in one session).
@@ -87,6 +93,12 @@ def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
     if master.startswith("local"):
         # Avoids the loopback-hostname warning and any traffic off this host.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # The driver JVM (and the Python workers it starts) inherit this: glibc
+    # otherwise gives each busy thread its own 64 MB malloc arena, and the
+    # JVM of a 10M-event check held five of them (about 290 MiB, of which
+    # the JVM's own tracking accounts for some 70). With two, its peak was
+    # 1,506 MiB against 1,699 (a 1 GB heap; docs/CHECKERS.md).
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     # Python workers run this interpreter (it has numpy and pyarrow), unless
     # the user names another one (PYSPARK_PYTHON or spark.pyspark.python).
     os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))

@@ -1,4 +1,5 @@
-"""The session's Python workers start while the load runs, once per session."""
+"""The session's Python workers start while the load runs, once per session, and
+the driver JVM starts with few malloc arenas."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ def test_python_workers_start_in_the_background_once_per_session(spark):
     driver = spark._jvm.java.lang.ProcessHandle.current().pid()
     daemons = subprocess.run(["pgrep", "-P", str(driver), "-f", "pyspark.daemon"], capture_output=True, text=True)
     assert daemons.stdout.split(), "no pyspark daemon under the driver JVM after the prestart"
+
+
+def test_the_driver_jvm_runs_with_two_malloc_arenas(spark):
+    driver = spark._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{driver}/environ", "rb") as environ:
+        variables = dict(item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item)
+    assert variables.get(b"MALLOC_ARENA_MAX") == b"2"
