@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from pyspark.sql import types as T
 
 from checkers.history import (ASSIGN, COMMIT, FAIL, INFO, INIT, INVOKE, MOP_FS, NEMESIS, OK, POLL, RESETS,
                               SEND, SUBSCRIBE, TXN, TYPES)
+from checkers.spark import session_conf
 from harness.errors import GregorError
 
 CORRUPT = "_corrupt_record"
@@ -264,20 +264,6 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
 # 3.41 GB against 2.97 and 3.11 GB (105 to 106 s against 108 to 110 s), an
 # effect about as large as the run-to-run noise (docs/CHECKERS.md).
 COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
-
-
-@contextmanager
-def session_conf(spark: SparkSession, key: str, value: str):
-    """`key` set to `value` in the session while the block runs, then put back."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
 
 
 def _partitions(spark: SparkSession, history: Path) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -76,6 +77,20 @@ def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
             raise GregorError(f"--spark-conf {pair!r} is not key=value (e.g. --spark-conf spark.driver.memory=2g)")
         conf[key.strip()] = value.strip()
     return conf
+
+
+@contextmanager
+def session_conf(spark, key: str, value: str):
+    """`key` set to `value` in the session while the block runs, then put back."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,

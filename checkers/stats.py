@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 from checkers import passes
 from checkers.history import NEMESIS
 from checkers.keypass import LAG
-from checkers.load import OP_ROW, Tables, session_conf
+from checkers.load import OP_ROW, Tables
+from checkers.spark import session_conf
 
 MAX_BUCKETS = 600
 MAX_LAG_ROWS = 20000

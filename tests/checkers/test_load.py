@@ -13,7 +13,7 @@ from checker_histories import History, base_test, poll, send, write_run
 from checkers import facts
 from checkers import load as loading
 from checkers.check import check_dir
-from checkers.load import COMPRESSED_CONF, session_conf, load, ops_with_mops
+from checkers.load import COMPRESSED_CONF, load, ops_with_mops
 from harness.errors import GregorError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -186,18 +186,6 @@ def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_sett
     finally:
         spark.conf.unset(COMPRESSED_CONF)
     assert uncompressed > 1.05 * compressed > 0
-
-
-def test_session_conf_puts_back_a_value_or_its_absence(spark):
-    key = "spark.gregor.test.setting"
-    with session_conf(spark, key, "a"):
-        assert spark.conf.get(key) == "a"
-    assert spark.conf.get(key, None) is None
-    spark.conf.set(key, "b")
-    with session_conf(spark, key, "c"):
-        assert spark.conf.get(key) == "c"
-    assert spark.conf.get(key) == "b"
-    spark.conf.unset(key)
 
 
 def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_results(spark, tmp_path, monkeypatch):
