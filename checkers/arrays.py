@@ -162,12 +162,18 @@ def merge_intervals(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def covered(points: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """points[i] lies in one of the sorted disjoint closed intervals [lo, hi]."""
+    return meets(points, points, lo, hi)
+
+
+def meets(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """[starts[i], ends[i]] meets one of the sorted disjoint closed intervals
+    [lo, hi]: the last interval starting at or before ends[i] reaches starts[i]."""
     if len(lo) == 0:
-        return np.zeros(len(points), dtype=bool)
-    i = np.searchsorted(lo, points, "right") - 1
+        return np.zeros(len(starts), dtype=bool)
+    i = np.searchsorted(lo, ends, "right") - 1
     inside = i >= 0
-    result = np.zeros(len(points), dtype=bool)
-    result[inside] = points[inside] <= hi[i[inside]]
+    result = np.zeros(len(starts), dtype=bool)
+    result[inside] = starts[inside] <= hi[i[inside]]
     return result
 
 

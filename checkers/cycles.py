@@ -60,12 +60,14 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
-from checkers.arrays import NULL, covered, merge_intervals
+from checkers.arrays import NULL, covered, meets, merge_intervals
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, RT, S_CWR,
                               S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
@@ -76,6 +78,11 @@ EDGE_CAP = 500_000
 # At most this many covered graph ops or edges are brought to the driver.
 DRIVER_OPS = 1_000_000
 DRIVER_EDGES = 2_000_000
+# Up to this many intervals a row is tested against them in SQL; above, by
+# numpy's sorted search in a Python worker. Spark's array lookup runs an
+# interpreted lambda over every interval for each row: on the demo's 6,782
+# events (865 intervals) it made the cycle search take 8 s.
+SQL_INTERVALS = 32
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,12 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
     op -> its time, for the covered ops brought to the driver)."""
     params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals)
-    out = passes.key_pass(t, params, keys=_keys_near(t, intervals)).persist(t.storage)
+    # I_ALL's spans include I_WR's, so the ops the widest set covers serve
+    # both: one scan finds the keys and their processes here, one collect
+    # brings the ops below (a second only if that is too many for the driver).
+    widest = [s for s in (I_WR, I_ALL) if s in intervals][-1:]
+    keys, routes = _near(t, intervals, intervals[widest[0]] if widest else None)
+    out = passes.key_pass(t, params, keys=keys).persist(t.storage)
     try:
         counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
         too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
@@ -213,14 +225,14 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
             nodes.setdefault(r["d"], []).append((r["a"], r["b"], r["c"]))
     ordering = {}
     ordered = [s for s in (I_WR, I_ALL) if s in intervals and s not in too_big]
-    # I_ALL's spans include I_WR's, so one collect of the ops I_ALL covers
-    # serves both (a second one only if that is too many for the driver).
-    wide = _covered_ops(t, intervals[ordered[-1]]) if ordered else None
+    # The widest set's routes serve a narrower one: whole processes are
+    # taken, and each set's own cover filter is applied to their ops.
+    wide = _covered_ops(t, intervals[ordered[-1]], routes) if ordered else None
     times = {}
     for interval_set in ordered:
         ops = wide
         if isinstance(ops, str) and interval_set != ordered[-1]:
-            ops = _covered_ops(t, intervals[interval_set])
+            ops = _covered_ops(t, intervals[interval_set], routes)
         if not isinstance(ops, str) and (ops is not wide or interval_set == ordered[-1]):
             times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)  # once per collect
         ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
@@ -245,21 +257,64 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     return graphs, times
 
 
-def _keys_near(t: Tables, intervals: dict) -> list[int] | None:
-    """The keys with a row whose op's times reach into a span of any
-    interval set (None: every key has one). A node's phi is its row's
-    invoke, completion or clamped commit time, so no node of another key
-    lies in a span: the cycle pass, which keeps only edges and nodes in
-    spans, finds nothing there, and needs only these keys' rows."""
-    lo, hi = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
-                             np.concatenate([pair[1] for pair in intervals.values()]))
+def _near(t: Tables, intervals: dict, wide) -> tuple[list[int] | None, list[int]]:
+    """One scan of the table for what the cycle search reads next: the keys
+    with a row whose op's times reach into a span of any interval set (None:
+    every key has one), and the routes (processes) with a graph op that has
+    a port inside `wide` (none if `wide` is None).
+
+    A node's phi is its row's invoke, completion or clamped commit time, so
+    no node of another key lies in a span: the cycle pass, which keeps only
+    edges and nodes in spans, finds nothing there, and needs only these
+    keys' rows. The process order is a sort of every graph op of a process:
+    only the processes with a covered op need it."""
+    spans = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
+                            np.concatenate([pair[1] for pair in intervals.values()]))
+    wide = wide if wide is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     times = [F.col("invoke_time"), F.col("complete_time"), F.col("commit_time")]
     earliest, latest = 2 * F.least(*times[:2]), 2 * F.greatest(*times)
-    reaches = F.col("invoke_time").isNull() | _meets_column(earliest, latest, [int(x) for x in lo],
-                                                            [int(x) for x in hi])
-    key_rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
-    near = [r["key"] for r in key_rows.where(reaches).select("key").distinct().collect()]
-    return None if len(near) >= len(known_keys(t.test)) else near
+    any_time = F.col("invoke_time").isNull()  # a row without an op's times is kept
+    is_key = F.col("kind").isin(*KEY_KINDS)
+    rows, ports = _with_ports(t, t.rows)
+    graph_op = (F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS) & ports["graph_op"]
+    if max(len(spans[0]), len(wide[0])) <= SQL_INTERVALS:
+        reaches = is_key & (any_time | _meets_column(earliest, latest, *_as_lists(spans)))
+        covered_op = graph_op & _inside(wide, ports["in_phi"], ports["out_phi"])
+        found = (rows.where(reaches | covered_op)
+                 .select(F.when(reaches, F.col("key")).alias("key"), F.when(covered_op, F.col("route")).alias("route"))
+                 .distinct().collect())
+    else:
+        def filled(column, when):
+            return F.coalesce(F.when(when, column), F.lit(NULL)).alias
+        probe = rows.where(is_key | graph_op).select(
+            filled(F.col("key"), is_key)("key"), filled(F.col("route"), graph_op)("route"),
+            (is_key & any_time).alias("any_time"), filled(earliest, is_key)("earliest"),
+            filled(latest, is_key)("latest"), filled(ports["in_phi"], graph_op)("in_phi"),
+            filled(ports["out_phi"], graph_op)("out_phi"))
+        found = probe.mapInArrow(_near_in_python(spans, wide), "key long, route long").distinct().collect()
+    near = sorted({r["key"] for r in found if r["key"] is not None})
+    routes = sorted({r["route"] for r in found if r["route"] is not None})
+    return (None if len(near) >= len(known_keys(t.test)) else near), routes
+
+
+def _near_in_python(spans, wide):
+    """_near's test of each row by numpy's sorted search (NULL: no such
+    value), yielding the distinct keys and routes found, one per row."""
+    def run(batches):
+        keys, routes = set(), set()
+        for batch in batches:
+            column = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
+            key_rows = (column["key"] != NULL) & (column["any_time"]
+                                                  | meets(column["earliest"], column["latest"], *spans))
+            op_rows = (column["route"] != NULL) & (covered(column["in_phi"], *wide)
+                                                   | covered(column["out_phi"], *wide))
+            keys.update(np.unique(column["key"][key_rows]).tolist())
+            routes.update(np.unique(column["route"][op_rows]).tolist())
+        if keys or routes:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(sorted(keys) + [None] * len(routes), pa.int64()),
+                 pa.array([None] * len(keys) + sorted(routes), pa.int64())], names=["key", "route"])
+    return run
 
 
 def _graph_ops(t: Tables, routes: list[int] | None = None) -> DataFrame:
@@ -276,8 +331,19 @@ def _graph_ops(t: Tables, routes: list[int] | None = None) -> DataFrame:
 
 def _graph_op_ports(t: Tables) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi."""
-    info = _info_nodes(t)
     ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
+    ops, ports = _with_ports(t, ops)
+    return (ops.where(ports["graph_op"])
+            .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
+                    *[ports[name].alias(name) for name in ("in_port", "in_phi", "out_port", "out_phi", "multi")]))
+
+
+def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
+    """`ops` with what an `info` op must have sent joined on, and the
+    expressions of an op row's graph node(s): whether it is a graph op at all
+    (it must have sent something, or it read), its in and out ports, their
+    doubled phi, and whether it has a hub."""
+    info = _info_nodes(t)
     if info:
         info_df = t.spark.createDataFrame([(op, len(m), min(m)) for op, m in info.items()],
                                           "op long, info_must long, info_mop long")
@@ -298,13 +364,12 @@ def _graph_op_ports(t: Tables) -> DataFrame:
     single = F.when(per_send & ~reader, base + F.coalesce(F.col("info_mop"), F.lit(0)) + 1).otherwise(base)
     single_phi = 2 * F.when(per_send | ~reader, w_phi).otherwise(r_phi)
     top = F.when(reader, r_phi).otherwise(w_phi)
-    return (ops.where((n_must > 0) | reader)
-            .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
-                    F.when(multi, base + IN_HUB).otherwise(single).alias("in_port"),
-                    F.when(multi, 2 * w_phi - 1).otherwise(single_phi).alias("in_phi"),
-                    F.when(multi, base + OUT_HUB).otherwise(single).alias("out_port"),
-                    F.when(multi, 2 * top + 1).otherwise(single_phi).alias("out_phi"),
-                    multi.alias("multi")))
+    return ops, {"graph_op": (n_must > 0) | reader,
+                 "in_port": F.when(multi, base + IN_HUB).otherwise(single),
+                 "in_phi": F.when(multi, 2 * w_phi - 1).otherwise(single_phi),
+                 "out_port": F.when(multi, base + OUT_HUB).otherwise(single),
+                 "out_phi": F.when(multi, 2 * top + 1).otherwise(single_phi),
+                 "multi": multi}
 
 
 def _info_nodes(t: Tables) -> dict:
@@ -316,23 +381,47 @@ def _info_nodes(t: Tables) -> dict:
     return nodes
 
 
-def _covered_ops(t: Tables, intervals) -> list | str:
-    """The graph ops with a port inside the intervals, or why they were not brought to the driver."""
-    lo, hi = intervals
-    lo_list, hi_list = [int(x) for x in lo], [int(x) for x in hi]
-
-    def inside(column):
-        return _covered_column(F.col(column), lo_list, hi_list)
-    covered_ports = inside("in_phi") | inside("out_phi")
-    # The process order is a sort of every graph op of a process: only the
-    # processes with a covered op need it.
-    routes = [r["route"] for r in _graph_op_ports(t).where(covered_ports).select("route").distinct().collect()]
+def _covered_ops(t: Tables, intervals, routes: list[int]) -> list | str:
+    """The graph ops with a port inside the intervals, or why they were not
+    brought to the driver. `routes`: processes that include every one with
+    such an op (from _near); the process order needs all of their graph ops."""
     if not routes:
         return []
-    rows = _graph_ops(t, routes).where(covered_ports).limit(DRIVER_OPS + 1).collect()
+    ops = _graph_ops(t, routes)
+    if len(intervals[0]) <= SQL_INTERVALS:
+        ops = ops.where(_inside(intervals, F.col("in_phi"), F.col("out_phi")))
+    else:
+        ops = ops.mapInArrow(_inside_in_python(intervals, "in_phi", "out_phi"), ops.schema)
+    rows = ops.limit(DRIVER_OPS + 1).collect()
     if len(rows) > DRIVER_OPS:
         return f"more than {DRIVER_OPS} ops remain after the cover filter"
     return rows
+
+
+def _inside(intervals, *phis: F.Column) -> F.Column:
+    """One of these phis lies in one of the intervals (a few of them: SQL_INTERVALS)."""
+    condition = F.lit(False)
+    for phi in phis:
+        condition = condition | _covered_column(phi, *_as_lists(intervals))
+    return condition
+
+
+def _inside_in_python(intervals, *names: str):
+    """A mapInArrow function keeping the rows with one of these columns in
+    one of the intervals (nulls never are), by numpy's sorted search."""
+    def run(batches):
+        for batch in batches:
+            keep = np.zeros(batch.num_rows, dtype=bool)
+            for name in names:
+                values = pc.fill_null(batch.column(name), NULL).to_numpy()
+                keep |= covered(values, *intervals)
+            if keep.any():
+                yield batch.filter(pa.array(keep))
+    return run
+
+
+def _as_lists(intervals) -> tuple[list, list]:
+    return [int(x) for x in intervals[0]], [int(x) for x in intervals[1]]
 
 
 def _order_edges(candidates: list, intervals, covered_nodes) -> dict:
@@ -376,7 +465,8 @@ def _covered_column(phi: F.Column, lo: list, hi: list) -> F.Column:
 
 def _meets_column(start: F.Column, end: F.Column, lo: list, hi: list) -> F.Column:
     """[start, end] meets one of the sorted disjoint intervals (a few: a
-    filter; many: a sorted lookup in an array)."""
+    filter; many: a lookup in an array, an interpreted lambda over every
+    interval for each row, which the cycle search avoids: SQL_INTERVALS)."""
     if len(lo) <= 32:
         condition = F.lit(False)
         for a, b in zip(lo, hi):

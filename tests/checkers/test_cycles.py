@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from checkers import cycles
-from checkers.arrays import covered, merge_intervals
+from checkers.arrays import covered, meets, merge_intervals
 from checkers.load import load
 from txn_events import op, poll, send
 
@@ -336,6 +336,9 @@ def test_merged_spans_cover_exactly_the_points_some_span_covers(seed):
     assert all(b < a for b, a in zip(hi, lo[1:])), "merged intervals are sorted and disjoint"
     points = np.arange(-5, 560)
     assert list(covered(points, lo, hi)) == [any(a <= p <= b for a, b in spans) for p in points]
+    ends = points + np.array([rng.randrange(0, 40) for _ in points])
+    expected = [any(s <= b and e >= a for a, b in spans) for s, e in zip(points, ends)]
+    assert list(meets(points, ends, lo, hi)) == expected and any(expected) and not all(expected)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -406,14 +409,19 @@ def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path):
     assert {row["name"] for row in rows} == {"G0-realtime"}
 
 
+def covered_ops(t, intervals, interval_set):
+    """The covered ops of one interval set, with the routes one scan finds for it."""
+    return cycles._covered_ops(t, interval_set, cycles._near(t, intervals, interval_set)[1])
+
+
 def test_a_driver_limit_on_covered_ops_skips_only_the_families_above_it(spark, tmp_path, monkeypatch):
     """The ops covered by every edge kind are collected once for both interval
     sets; when they are too many, the wr-only families' fewer ops still are."""
     events, _ = combine({"g1c_process": g1c_process(8, 40), "g0_process": g0_process(10, 50)})
     t = load(write(tmp_path, events), spark)
     intervals = cycles._intervals(t)
-    narrow = len(cycles._covered_ops(t, intervals[cycles.I_WR]))
-    assert 0 < narrow < len(cycles._covered_ops(t, intervals[cycles.I_ALL]))
+    narrow = len(covered_ops(t, intervals, intervals[cycles.I_WR]))
+    assert 0 < narrow < len(covered_ops(t, intervals, intervals[cycles.I_ALL]))
     monkeypatch.setattr(cycles, "DRIVER_OPS", narrow)
     rows = cycles.find(t).collect()
     assert "G1c-process" in {row["name"] for row in rows}
@@ -432,25 +440,30 @@ def test_a_cycle_of_ops_not_brought_to_the_driver_still_gets_its_time(spark, tmp
     assert all("more than 0 ops remain" in row["cycle"] for row in rows if row["name"] != "G1c")
 
 
-def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("in_sql", [True, False])
+def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp_path, monkeypatch, in_sql):
     """A G1c early in the run, then plain writes to other keys by other
     processes: only the cycle's keys reach into a span, only its processes
-    are ordered, and the rows are those of a pass over every key and op."""
+    are ordered, and the rows are those of a pass over every key and op;
+    alike whether rows are tested against the spans in SQL or in numpy."""
+    monkeypatch.setattr(cycles, "SQL_INTERVALS", 1000 if in_sql else 0)
     later = [e for i in range(6) for e in op(200 + i % 3, "send", [send(16 + i % 4, 100 + i, i // 4)])]
     events, _ = combine({"g1c": g1c(2, 10), "later": later})
     t = load(write(tmp_path, events), spark)
     intervals = cycles._intervals(t)
-    assert sorted(cycles._keys_near(t, intervals)) == [2, 3]
+    assert cycles._near(t, intervals, None) == ([2, 3], [])
     for interval_set in intervals.values():
-        restricted = sorted(tuple(r) for r in cycles._covered_ops(t, interval_set))
+        restricted = sorted(tuple(r) for r in covered_ops(t, intervals, interval_set))
         lo, hi = [int(x) for x in interval_set[0]], [int(x) for x in interval_set[1]]
         everything = sorted(tuple(r) for r in cycles._graph_ops(t).where(
             cycles._covered_column(cycles.F.col("in_phi"), lo, hi)
             | cycles._covered_column(cycles.F.col("out_phi"), lo, hi)).collect())
         assert restricted and restricted == everything
-    assert {r["pid"] for r in cycles._covered_ops(t, intervals[cycles.I_ALL])} == {10, 11}
+    assert {r["pid"] for r in covered_ops(t, intervals, intervals[cycles.I_ALL])} == {10, 11}
     found = sorted(map(tuple, cycles.cycle_rows(t)))
-    monkeypatch.setattr(cycles, "_keys_near", lambda _t, _intervals: None)
+    every_route = sorted(r["route"] for r in cycles._graph_op_ports(t).select("route").distinct().collect())
+    assert len(every_route) > len(cycles._near(t, intervals, intervals[cycles.I_ALL])[1])
+    monkeypatch.setattr(cycles, "_near", lambda _t, _intervals, _wide: (None, every_route))
     assert found == sorted(map(tuple, cycles.cycle_rows(t))) and "G1c" in {row[0] for row in found}
 
 
