@@ -42,15 +42,19 @@ _ARROW_SCHEMA = pa.schema([
 LIST_COLUMNS = ("values", "offsets", "ops")
 
 
-def _input_columns() -> list[F.Column]:
-    def filled(name):
-        return F.coalesce(F.col(name).cast("long"), F.lit(NULL)).alias(name)
-    return [F.col("key").alias("key"), F.col("kind").cast("long").alias("kind"), filled("op"),
-            filled("mop_index"), filled("pid"), F.col("is_txn").cast("long").alias("is_txn"),
-            F.col("tcode").cast("long").alias("tcode"), filled("value"), filled("offset"), filled("from_key"),
-            filled("from_value"), filled("invoke_time"), filled("complete_time"), filled("commit_time"),
-            filled("gid").alias("group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
-            F.coalesce(F.col("reads").cast("long"), F.lit(0)).alias("reads")]
+def _input_expressions() -> list[str]:
+    """The pass's input columns as SQL text: one selectExpr call, where the
+    same columns built with F.* took about 700 JVM round trips per pass."""
+    def filled(name, alias=None):
+        return f"coalesce(cast(`{name}` as bigint), {NULL}L) as `{alias or name}`"
+    return ["key", "cast(kind as bigint) as kind", filled("op"), filled("mop_index"), filled("pid"),
+            "cast(is_txn as bigint) as is_txn", "cast(tcode as bigint) as tcode", filled("value"), filled("offset"),
+            filled("from_key"), filled("from_value"), filled("invoke_time"), filled("complete_time"),
+            filled("commit_time"), filled("gid", "group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
+            "coalesce(cast(reads as bigint), 0L) as reads"]
+
+
+INPUT_EXPRESSIONS = _input_expressions()
 
 
 def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFrame:
@@ -58,7 +62,7 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
     if keys is not None:
         rows = rows.where(F.col("key").isin(list(keys)))
-    return rows.select(*_input_columns()).mapInArrow(_runner(params), OUTPUT_SCHEMA)
+    return rows.selectExpr(*INPUT_EXPRESSIONS).mapInArrow(_runner(params), OUTPUT_SCHEMA)
 
 
 def _runner(params: Params):
