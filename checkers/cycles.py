@@ -71,7 +71,7 @@ from checkers.arrays import NULL, covered, meets, merge_intervals
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, RT, S_CWR,
                               S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
-from checkers.load import KEY_KINDS, OP_ROW, Tables, known_keys, long_array
+from checkers.load import KEY_KINDS, OP_ROW, Tables, known_keys
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -79,9 +79,10 @@ EDGE_CAP = 500_000
 DRIVER_OPS = 1_000_000
 DRIVER_EDGES = 2_000_000
 # Up to this many intervals a row is tested against them in SQL; above, by
-# numpy's sorted search in a Python worker. Spark's array lookup runs an
-# interpreted lambda over every interval for each row: on the demo's 6,782
-# events (865 intervals) it made the cycle search take 8 s.
+# numpy's sorted search in a Python worker. SQL has no sorted search: the
+# lookup in an array this replaced ran an interpreted lambda over every
+# interval for each row, and on the demo's 6,782 events (865 intervals) made
+# the cycle search take 8 s.
 SQL_INTERVALS = 32
 
 
@@ -400,9 +401,10 @@ def _covered_ops(t: Tables, intervals, routes: list[int]) -> list | str:
 
 def _inside(intervals, *phis: F.Column) -> F.Column:
     """One of these phis lies in one of the intervals (a few of them: SQL_INTERVALS)."""
+    lo, hi = _as_lists(intervals)
     condition = F.lit(False)
     for phi in phis:
-        condition = condition | _covered_column(phi, *_as_lists(intervals))
+        condition = condition | _covered_column(phi, lo, hi)
     return condition
 
 
@@ -464,18 +466,13 @@ def _covered_column(phi: F.Column, lo: list, hi: list) -> F.Column:
 
 
 def _meets_column(start: F.Column, end: F.Column, lo: list, hi: list) -> F.Column:
-    """[start, end] meets one of the sorted disjoint intervals (a few: a
-    filter; many: a lookup in an array, an interpreted lambda over every
-    interval for each row, which the cycle search avoids: SQL_INTERVALS)."""
-    if len(lo) <= 32:
-        condition = F.lit(False)
-        for a, b in zip(lo, hi):
-            condition = condition | ((start <= b) & (end >= a))
-        return condition
-    starts_, ends = long_array(lo), long_array(hi)
-    # the last interval starting at or before `end` meets it if it reaches `start`
-    position = F.size(F.filter(starts_, lambda s: s <= end))
-    return (position > 0) & (F.element_at(ends, F.greatest(position, F.lit(1))) >= start)
+    """[start, end] meets one of the sorted disjoint intervals: one comparison
+    per interval, so only for a few of them (SQL_INTERVALS; more go through
+    numpy in a Python worker)."""
+    condition = F.lit(False)
+    for a, b in zip(lo, hi):
+        condition = condition | ((start <= b) & (end >= a))
+    return condition
 
 
 def realtime_edges(info: dict, ports: dict) -> list[tuple]:
