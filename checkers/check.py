@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -82,34 +83,68 @@ def _frame_counts_and_examples(frame, max_examples: int) -> tuple[dict, dict, li
     return counts, examples, rows
 
 
-def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, dict, dict]:
-    """(counts, examples, named) over every finder: named maps each key an
-    anomaly names to the lowest offset named on it (None: the key only)."""
+def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, dict, dict, dict]:
+    """(counts, examples, named, stats) over every finder: named maps each key
+    an anomaly names to the lowest offset named on it (None: the key only).
+
+    After the per-key pass, whose small rows every other finder reads, the
+    jobs run on two lanes at once: the cycle search on one, the other
+    finders and the stats on the other. A lane's planning and Python then
+    run while the other lane's jobs use the cores (a small check spends
+    about a third of its time outside jobs). Results are merged in a fixed
+    order, so they do not depend on which lane finishes first.
+    """
     started = time.monotonic()
     counts, examples = passes.collect(t, max_examples)
     main_named = passes.small(t).get(passes.NAMED_TAG, [])
     progress(f"  per-key pass: {sum(counts.values())} instance(s) in {time.monotonic() - started:.1f}s")
     named = {row["key"]: row["offset"] for row in main_named}
     examples = {name: [row.asDict() for row in rows] for name, rows in examples.items()}
-    for label, finder in (("transactions", lambda: txn.torn_transactions(t) + txn.zombie_writes(t)),
-                          ("stuck-lso", lambda: liveness.stuck_reads(t)),
-                          ("cycles", lambda: cycles.cycle_rows(t))):
-        started = time.monotonic()
-        rows = [dict(zip(("name", "key", "value", "values", "offset", "offsets", "ops", "time", "cycle"), row))
-                for row in finder()]
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gregor-check") as pool:
+        cycle_lane = pool.submit(_timed, progress, "cycles", lambda: _anomaly_rows(cycles.cycle_rows(t)))
+        other_lane = pool.submit(_other_lane, t, max_examples, progress)
+        try:
+            found_cycles = cycle_lane.result()
+            (found_txn, found_stuck, found_eos), stats = other_lane.result()
+        except KeyboardInterrupt:
+            t.spark.sparkContext.cancelAllJobs()  # else the pool waits for the lanes' jobs to end
+            raise
+    for rows in (found_txn, found_stuck, found_cycles):
         _merge(counts, examples, named, rows, max_examples)
-        progress(f"  {label}: {len(rows)} instance(s) in {time.monotonic() - started:.1f}s")
+    eos_counts, eos_examples, eos_rows = found_eos
+    counts.update(eos_counts)
+    examples.update(eos_examples)
+    for key, low in named_offsets(eos_rows).items():
+        named[key] = _lower(named.get(key, "absent"), low)
+    return counts, examples, named, stats
+
+
+def _anomaly_rows(rows) -> list[dict]:
+    """A finder's ANOMALY_SCHEMA tuples as dicts."""
+    return [dict(zip(("name", "key", "value", "values", "offset", "offsets", "ops", "time", "cycle"), row))
+            for row in rows]
+
+
+def _timed(progress, label: str, finder):
+    """Runs a finder and reports how many instances it found and how long it took."""
     started = time.monotonic()
-    found = 0
-    if eos.applies(t):
-        eos_counts, eos_examples, eos_rows = _frame_counts_and_examples(eos.find(t), max_examples)
-        counts.update(eos_counts)
-        examples.update(eos_examples)
-        for key, low in named_offsets(eos_rows).items():
-            named[key] = _lower(named.get(key, "absent"), low)
-        found = sum(eos_counts.values())
-    progress(f"  eos: {found} instance(s) in {time.monotonic() - started:.1f}s")
-    return counts, examples, named
+    found = finder()
+    count = sum(found[0].values()) if isinstance(found, tuple) else len(found)
+    progress(f"  {label}: {count} instance(s) in {time.monotonic() - started:.1f}s")
+    return found
+
+
+def _other_lane(t: Tables, max_examples: int, progress) -> tuple[tuple, dict]:
+    """The finders besides the cycle search, then the stats. The stats go
+    last: their job raises a session setting (stats.HASH_GROUPS_CONF) that
+    would also reach the aggregation eos plans; the cycle search, which may
+    run meanwhile, has no aggregate it changes."""
+    found_txn = _timed(progress, "transactions",
+                       lambda: _anomaly_rows(txn.torn_transactions(t) + txn.zombie_writes(t)))
+    found_stuck = _timed(progress, "stuck-lso", lambda: _anomaly_rows(liveness.stuck_reads(t)))
+    found_eos = _timed(progress, "eos", lambda: _frame_counts_and_examples(eos.find(t), max_examples)
+                       if eos.applies(t) else ({}, {}, []))
+    return (found_txn, found_stuck, found_eos), compute_stats(t)
 
 
 def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_examples: int) -> None:
@@ -133,7 +168,7 @@ def _lower(current, low):
 def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:
     """The whole results.json dict for loaded tables (writes nothing)."""
     started = time.monotonic()
-    counts, examples, named = find_anomalies(t, max_examples, progress)
+    counts, examples, named, stats = find_anomalies(t, max_examples, progress)
     windows = nemesis_windows.windows(nemesis_windows.nemesis_ops(t))
     anomalies = {}
     for name in sorted(counts):
@@ -143,7 +178,6 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
             "description": permissions.describe(name),
             "examples": [_example(row, windows) for row in examples.get(name, [])][:max_examples],
         }
-    stats = compute_stats(t)
     torn = t.metrics["torn_tail"] > 0
     cut_short = t.metrics["cut_short"] > 0 or torn
     result = {"verdict": None, "anomalies": anomalies, "cut_short": cut_short}
