@@ -42,6 +42,13 @@ DEFAULT_CONF = {
     "spark.sql.ui.retainedExecutions": "20",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     "spark.sql.adaptive.enabled": "true",
+    # Each query stage of an adaptive plan runs on a thread of a pool that
+    # starts a new thread for every stage until it holds this many, and lets
+    # an idle one end only after 60 s: with Spark's 1,024, a session
+    # checking small runs one after another held 837 JVM threads after 60
+    # checks (173 after the first). A check has a few stages at a time.
+    "spark.sql.resultQueryStage.maxThreadThreshold": "16",
+    "spark.sql.shuffleExchange.maxThreadThreshold": "16",
     # A check compiles about 100 distinct generated classes; with Spark's
     # default cache of 100 each check of a long-lived session evicted the
     # last one's and compiled (and JIT-compiled) them all again.
