@@ -105,3 +105,38 @@ def test_check_dir_releases_the_checkpoints_it_made(spark, tmp_path, write_run):
     before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
     assert check_dir(run, spark=spark, progress=lambda message: None)["verdict"] == "valid"
     assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
+
+
+def test_a_finder_failing_on_its_lane_fails_the_check_and_leaves_nothing_behind(spark, tmp_path, write_run,
+                                                                                monkeypatch):
+    """The finders run on two lanes at once: an error on one is the check's
+    error, after the other lane has ended; no results.json, no lane thread,
+    no persisted table is left."""
+    import threading
+
+    from checkers import check, cycles, stats
+    h = History()
+    h.op(0, "send", [send(0, 1, 0)])
+    h.op(1, "poll", [poll(0, 0, 1)])
+    run = write_run(tmp_path, h.events)
+    other_lane_ended = threading.Event()
+
+    def failing(t, *args):
+        raise RuntimeError("cycle search failed")
+
+    def stats_then_mark(t):
+        try:
+            return real_stats(t)
+        finally:
+            other_lane_ended.set()
+
+    real_stats = stats.compute_stats
+    monkeypatch.setattr(cycles, "cycle_rows", failing)
+    monkeypatch.setattr(check, "compute_stats", stats_then_mark)
+    before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+    with pytest.raises(RuntimeError, match="cycle search failed"):
+        check.check_dir(run, spark=spark, progress=lambda message: None)
+    assert other_lane_ended.is_set()
+    assert not (run / "results.json").exists()
+    assert not [t for t in threading.enumerate() if t.name.startswith("gregor-check")]
+    assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
