@@ -125,12 +125,12 @@ def _anomaly_rows(rows) -> list[dict]:
             for row in rows]
 
 
-def _timed(progress, label: str, finder):
-    """Runs a finder and reports how many instances it found and how long it took."""
+def _timed(progress, label: str, finder, count=len):
+    """Runs a finder and reports how many instances it found (`count` of
+    what it returns) and how long it took."""
     started = time.monotonic()
     found = finder()
-    count = sum(found[0].values()) if isinstance(found, tuple) else len(found)
-    progress(f"  {label}: {count} instance(s) in {time.monotonic() - started:.1f}s")
+    progress(f"  {label}: {count(found)} instance(s) in {time.monotonic() - started:.1f}s")
     return found
 
 
@@ -143,7 +143,7 @@ def _other_lane(t: Tables, max_examples: int, progress) -> tuple[tuple, dict]:
                        lambda: _anomaly_rows(txn.torn_transactions(t) + txn.zombie_writes(t)))
     found_stuck = _timed(progress, "stuck-lso", lambda: _anomaly_rows(liveness.stuck_reads(t)))
     found_eos = _timed(progress, "eos", lambda: _frame_counts_and_examples(eos.find(t), max_examples)
-                       if eos.applies(t) else ({}, {}, []))
+                       if eos.applies(t) else ({}, {}, []), count=lambda found: sum(found[0].values()))
     return (found_txn, found_stuck, found_eos), compute_stats(t)
 
 

@@ -46,3 +46,17 @@ def test_transactional_consumer_without_derived_outputs_is_no_copier(spark, tmp_
     # the same op with its send derived from an input it read is a copier that lost value 2
     events[3]["mops"][2]["from"] = [0, 1]
     assert [row[:4] for row in found(spark, tmp_path, write_run, events)] == [("eos-lost", 0, 2, 1)]
+
+
+def test_check_dir_reports_eos_duplicate_from_its_lane(spark, tmp_path, write_run):
+    """eos runs on the second lane of `gregor check`: its count, examples,
+    progress line and the partition it names reach results.json."""
+    from checkers.check import check_dir
+    events = valid_run(copier_duplicates=True)
+    said = []
+    result = check_dir(write_run(tmp_path, events), spark=spark, progress=said.append)
+    entry = result["anomalies"]["eos-duplicate"]
+    assert entry["count"] == 1 and not entry["allowed"]
+    assert [(e["key"], e["value"], e["values"]) for e in entry["examples"]] == [(0, 1, [101, 102])]
+    assert any(line.startswith("  eos: 1 instance(s) in ") for line in said)
+    assert result["verdict"] == "invalid" and "0" in result["partitions"]
