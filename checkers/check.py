@@ -11,9 +11,6 @@ transactions, no copier groups, no late reads, no cycle span) costs none.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +25,7 @@ from checkers.load import Tables, history_path, load
 from checkers.pictures import named_offsets, partitions
 from checkers.spark import get_spark, prestart_python_workers
 from checkers.stats import compute_stats
+from harness.atomic import write_json
 
 EXAMPLE_FIELDS = ("key", "value", "values", "offset", "offsets", "ops", "cycle")
 
@@ -196,23 +194,6 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
     return result
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
-    """Writes via a temp file in the same folder and a rename, so a reader
-    never sees half a results.json."""
-    handle, temp = tempfile.mkstemp(prefix=".results-", suffix=".json.tmp", dir=str(path.parent))
-    try:
-        # dumps, not dump: dump writes the encoder's many small pieces one by
-        # one; joined once, a 1 MB results.json takes half the time.
-        text = json.dumps(data, indent=1, default=str) + "\n"
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-
-
 def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:
     """Checks a run directory and writes DIR/results.json; returns the results.
 
@@ -237,5 +218,5 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
         result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:
         t.release()
-    write_json_atomically(directory / "results.json", result)
+    write_json(directory / "results.json", result, default=str)
     return result

@@ -143,4 +143,4 @@ def test_results_json_shape_with_examples_permissions_and_nemesis(spark, tmp_pat
     assert statuses == {0: "lost", 1: "read"}
     assert on_disk["partitions"]["1"]["offsets"][0]["status"] == "duplicate"
     assert "description" in entry and on_disk["config"]["enable.idempotence"] is False
-    assert not list(run.glob(".results-*"))
+    assert not list(run.glob(".results.json.*.tmp"))
