@@ -20,6 +20,7 @@ from pyspark.sql import Window
 
 from checkers import allowed as permissions
 from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
+from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.elle import elle_section
 from checkers.load import Tables, history_path, load
 from checkers.pictures import named_offsets, partitions
@@ -112,15 +113,13 @@ def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, 
     eos_counts, eos_examples, eos_rows = found_eos
     counts.update(eos_counts)
     examples.update(eos_examples)
-    for key, low in named_offsets(eos_rows).items():
-        named[key] = _lower(named.get(key, "absent"), low)
+    _name_offsets(named, eos_rows)
     return counts, examples, named, stats
 
 
 def _anomaly_rows(rows) -> list[dict]:
     """A finder's ANOMALY_SCHEMA tuples as dicts."""
-    return [dict(zip(("name", "key", "value", "values", "offset", "offsets", "ops", "time", "cycle"), row))
-            for row in rows]
+    return [dict(zip(ANOMALY_SCHEMA.names, row)) for row in rows]
 
 
 def _timed(progress, label: str, finder, count=len):
@@ -151,6 +150,11 @@ def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_exam
         examples.setdefault(row["name"], []).append(row)
     for name in {row["name"] for row in rows}:
         examples[name] = sorted(examples[name], key=example_order)[:max(max_examples, 1)]
+    _name_offsets(named, rows)
+
+
+def _name_offsets(named: dict, rows) -> None:
+    """Adds the keys and lowest offsets these anomaly rows name to `named`."""
     for key, low in named_offsets(rows).items():
         named[key] = _lower(named.get(key, "absent"), low)
 
