@@ -164,7 +164,8 @@ def _pending_mops(client: Client) -> list | None:
     return None if mops is None else unknown_outcome_mops(mops)
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL for this child when the controller dies, however it dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:      # the parent died before prctl
@@ -173,7 +174,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
     """Entry point of a client process."""
-    _die_with_parent(parent_pid)
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when to stop
     if spec.log_path:
         fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -233,6 +234,24 @@ def _start_time(pid: int) -> str | None:
 
 def registry_dir(lab_name: str) -> str:
     return str(clients_dir(lab_name))
+
+
+def register_client(lab_name: str, pid: int) -> None:
+    """Lists a child process of the run, so that `kill_leftover_clients`
+    finds it if the controller crashes before it ends."""
+    started = _start_time(pid)
+    if started is None:
+        return
+    os.makedirs(registry_dir(lab_name), exist_ok=True)
+    with open(os.path.join(registry_dir(lab_name), str(pid)), "w") as handle:
+        handle.write(started)
+
+
+def unregister_client(lab_name: str, pid: int) -> None:
+    try:
+        os.unlink(os.path.join(registry_dir(lab_name), str(pid)))
+    except FileNotFoundError:
+        pass
 
 
 def kill_leftover_clients(lab_name: str, progress=None) -> int:
@@ -591,14 +610,7 @@ class ClientPool:
                 self._kill(live, "killed-at-stop")
 
     def _register(self, pid: int) -> None:
-        started = _start_time(pid)
-        if started is None:
-            return
-        with open(os.path.join(registry_dir(self.lab_name), str(pid)), "w") as handle:
-            handle.write(started)
+        register_client(self.lab_name, pid)
 
     def _unregister(self, pid: int) -> None:
-        try:
-            os.unlink(os.path.join(registry_dir(self.lab_name), str(pid)))
-        except FileNotFoundError:
-            pass
+        unregister_client(self.lab_name, pid)

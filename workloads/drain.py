@@ -12,6 +12,9 @@ once the drain has read that key to its end and the end has stayed put for
 TRUNCATION_GRACE_S, it stops waiting for the key, says so, and records what
 it saw on its poll completion (`truncated`, docs/SCENARIOS.md), so that the
 loss is evidence rather than a drain that timed out.
+
+`gregor run` runs it in a child process (workloads/guarded_drain.py), so
+that a consumer call that never returns cannot hang the run.
 """
 
 from __future__ import annotations
@@ -88,8 +91,14 @@ def _librdkafka_logger(log_path: str | None) -> dict:
 
 def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
           isolation: str, time_limit_s: float, progress=print, log_path: str | None = None,
-          client_config: dict | None = None) -> dict:
-    """Reads until every target offset is passed; returns the test.json "drain" field."""
+          client_config: dict | None = None, beat=None, report=None) -> dict:
+    """Reads until every target offset is passed; returns the test.json "drain" field.
+
+    `beat(waiting)` is called between consumer calls with the keys still
+    behind (key -> target), so that whoever runs this in a child process can
+    tell a slow drain from a wedged one (workloads/guarded_drain.py).
+    `report(result)` gets the result before the consumer is closed, since
+    closing can block where reading did not."""
     keymap = KeyMap(key_map)
     keys = sorted(keymap.by_key)
     consumer = Consumer({
@@ -114,6 +123,8 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
         truncated: list[dict] = []
         last_report = started
         while waiting and time.monotonic() < end:
+            if beat:
+                beat(waiting)
             writer.record({"process": process, "type": "invoke", "f": "poll",
                            "mops": [{"f": "poll"}]})
             try:
@@ -124,7 +135,7 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
                 continue
             mops, _ = read_messages(messages, keymap)
             reads += len(mops)
-            seen = passed_or_truncated(consumer, keymap, waiting, watch, idle=not mops)
+            seen = passed_or_truncated(consumer, keymap, waiting, watch, idle=not mops, beat=beat)
             completion = {"process": process, "type": "ok", "f": "poll", "mops": mops}
             if seen:
                 completion["truncated"] = seen
@@ -139,20 +150,21 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
             if progress and time.monotonic() - last_report > 5:
                 progress(f"drain: {reads} records read, {len(waiting)} key(s) still behind")
                 last_report = time.monotonic()
-        complete = not waiting
+        result = {"time_limit_s": time_limit_s, "complete": not waiting, "process": process,
+                  "seconds": round(time.monotonic() - started, 3), "records": reads}
+        if waiting:
+            result["behind"] = {str(k): o for k, o in sorted(waiting.items())}
+        if truncated:
+            result["truncated"] = {str(t["key"]): {n: v for n, v in t.items() if n != "key"} for t in truncated}
+        if report:
+            report(result)
     finally:
         consumer.close()
-    result = {"time_limit_s": time_limit_s, "complete": complete, "process": process,
-              "seconds": round(time.monotonic() - started, 3), "records": reads}
-    if not complete:
-        result["behind"] = {str(k): o for k, o in sorted(waiting.items())}
-    if truncated:
-        result["truncated"] = {str(t["key"]): {n: v for n, v in t.items() if n != "key"} for t in truncated}
     return result
 
 
 def passed_or_truncated(consumer, keymap: KeyMap, waiting: dict[int, int], watch: TruncationWatch,
-                        idle: bool) -> list[dict]:
+                        idle: bool, beat=None) -> list[dict]:
     """Drops from `waiting` the keys the consumer has read past their target,
     and, after a poll that read nothing (idle), those whose log ended below
     it; returns what was seen of the latter."""
@@ -168,6 +180,8 @@ def passed_or_truncated(consumer, keymap: KeyMap, waiting: dict[int, int], watch
         if tp.offset is not None and tp.offset > waiting[key]:
             del waiting[key]
         elif idle:
+            if beat:
+                beat(waiting)   # each query may take its whole timeout
             low, high = _log_bounds(consumer, tp)
             position = _offset(tp.offset)
             if position is None and high is not None and high == low:

@@ -23,7 +23,8 @@ from nemesis.ledger import Ledger
 from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
-from workloads.drain import OffsetsLearned, drain
+from workloads.drain import OffsetsLearned
+from workloads.guarded_drain import guarded_drain
 from workloads.history import HistoryWriter
 from workloads.store import new_run_dir, write_json
 
@@ -368,10 +369,10 @@ def run(cfg: dict) -> int:
         say(f"drain: reading every key until {sum(1 for _ in learned.highest)} key(s) "
             f"reach their highest known offset (limit {cfg['drain_time_limit']:g} s)")
         drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
-        test["drain"] = drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
-                              drain_process, cfg["isolation"], cfg["drain_time_limit"],
-                              progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"),
-                              client_config=cfg.get("client_config"))
+        test["drain"] = guarded_drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
+                                      drain_process, cfg["isolation"], cfg["drain_time_limit"], lab.name,
+                                      progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"),
+                                      client_config=cfg.get("client_config"))
         say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
             f"{test['drain']['seconds']} s, {test['drain']['records']} records")
     writer.close()

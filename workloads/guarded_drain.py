@@ -1,0 +1,200 @@
+"""The final drain in a child process, started again when its client wedges.
+
+A consumer call can block for good inside librdkafka: the test suite once
+saw the drain's `position()` not return for over 7 minutes (Tansu over
+PostgreSQL), and librdkafka has open reports of lock-order deadlocks between
+its own threads (confluentinc/librdkafka#5476). confluent-kafka holds
+Python's GIL through `position()`, so a drain in the controller's own
+process would hang the whole run with nothing left to stop it.
+
+So the drain (workloads/drain.py) runs in a child process like any client:
+spawned, killed with the controller, listed in the lab's client registry.
+It sends its events over a pipe, stamped with its own times, and beats
+between consumer calls. A child silent for `hang_s` is killed; the op it
+had open gets an `info` completion (nobody knows what it did), and a new
+child, under the next process id, reads every key again from the
+beginning, within what is left of the time limit. test.json's `drain.hung`
+lists the children killed that way.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+from workloads.clients import die_with_parent, register_client, unknown_outcome_mops, unregister_client
+from workloads.drain import drain
+
+HANG_S = 30.0          # a beat comes at least every 2.5 s (a consume, or one watermark query)
+RETRY_MIN_S = 5.0      # a new child needs time to assign and read
+EXIT_WAIT_S = 10.0     # a child closes its consumer after its result; closing may hang too
+
+
+class _PipeWriter:
+    """The child's side of the history: stamps times as HistoryWriter does
+    (the monotonic clock is shared by all processes) and sends events."""
+
+    def __init__(self, conn, start_ns: int):
+        self.conn = conn
+        self.start_ns = start_ns
+
+    def record(self, event: dict) -> dict:
+        event = {"time": time.monotonic_ns() - self.start_ns, **event}
+        self.conn.send(event)
+        return event
+
+
+def drain_main(conn, args: dict, parent_pid: int) -> None:
+    """Entry point of the drain's child process."""
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the controller decides when to stop
+    if args.get("log_path"):
+        os.makedirs(os.path.dirname(args["log_path"]), exist_ok=True)
+        fd = os.open(args["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)      # librdkafka's own complaints, beside its log
+        os.close(fd)
+    sent_behind = None
+
+    def beat(waiting: dict) -> None:
+        nonlocal sent_behind
+        if waiting != sent_behind:
+            sent_behind = dict(waiting)
+            conn.send({"_behind": sent_behind})
+        else:
+            conn.send({"_alive": True})
+
+    start_ns = args.pop("start_ns")
+    try:
+        drain(_PipeWriter(conn, start_ns), **args, progress=lambda line: conn.send({"_progress": line}),
+              beat=beat, report=lambda result: conn.send({"_result": result}))
+    except BaseException as exc:   # handed to the controller, which raises it
+        conn.send({"_error": f"{type(exc).__name__}: {exc}"})
+
+
+class _Attempt:
+    """One child: what it recorded, what it had open, how it ended."""
+
+    def __init__(self, process: int):
+        self.process = process
+        self.pending: dict | None = None
+        self.records = 0
+        self.behind: dict | None = None
+        self.result: dict | None = None
+        self.error: str | None = None
+        self.silent_s: float | None = None
+
+
+def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
+                  isolation: str, time_limit_s: float, lab_name: str, progress=print,
+                  log_path: str | None = None, client_config: dict | None = None,
+                  hang_s: float = HANG_S) -> dict:
+    """workloads.drain.drain in a child process, with a new child for a
+    wedged one; returns the test.json "drain" field."""
+    started = time.monotonic()
+    deadline = started + time_limit_s
+    mp = multiprocessing.get_context("spawn")
+    hung: list[dict] = []
+    records = 0
+    behind = {k: o for k, o in targets.items() if str(k) in key_map or k in key_map}
+    while True:
+        args = {"key_map": key_map, "bootstrap": bootstrap, "targets": targets, "process": process,
+                "isolation": isolation, "time_limit_s": max(deadline - time.monotonic(), 0.0),
+                "log_path": log_path, "client_config": client_config, "start_ns": writer.start_ns}
+        attempt = _run_child(mp, writer, args, lab_name, progress, hang_s, deadline)
+        if attempt.error is not None:
+            raise RuntimeError(f"the drain's client failed: {attempt.error}")
+        if attempt.result is not None:
+            result = dict(attempt.result, time_limit_s=time_limit_s,
+                          seconds=round(time.monotonic() - started, 3),
+                          records=records + attempt.result["records"])
+            break
+        records += attempt.records
+        behind = attempt.behind if attempt.behind is not None else behind
+        hung.append({"process": process, "silent_s": attempt.silent_s,
+                     "in": attempt.pending["f"] if attempt.pending else None})
+        left = deadline - time.monotonic()
+        again = left >= RETRY_MIN_S
+        if progress:
+            progress(f"drain: client process {process} stopped answering for {attempt.silent_s:g} s"
+                     f"{' inside ' + attempt.pending['f'] if attempt.pending else ''}; killed it"
+                     + (f", reading every key again as process {process + 1} ({left:.0f} s left)"
+                        if again else ", no time left to read again"))
+        if not again:
+            result = {"time_limit_s": time_limit_s, "complete": False, "process": process,
+                      "seconds": round(time.monotonic() - started, 3), "records": records,
+                      "behind": {str(k): o for k, o in sorted(behind.items())}}
+            break
+        process += 1
+    if hung:
+        result["hung"] = hung
+    return result
+
+
+def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, deadline: float) -> _Attempt:
+    attempt = _Attempt(args["process"])
+    parent, child = mp.Pipe(duplex=False)
+    proc = mp.Process(target=drain_main, args=(child, args, os.getpid()),
+                      name=f"gregor-drain-{attempt.process}", daemon=True)
+    proc.start()
+    child.close()
+    register_client(lab_name, proc.pid)
+    try:
+        heard = time.monotonic()
+        while attempt.result is None and attempt.error is None:
+            if parent.poll(0.2):
+                try:
+                    message = parent.recv()
+                except (EOFError, OSError):
+                    attempt.error = f"its process ended (exit code {proc.exitcode}) before it said how the drain went"
+                    break
+                heard = time.monotonic()
+                _take(attempt, writer, message, progress)
+                continue
+            silent = time.monotonic() - heard
+            if silent > hang_s or time.monotonic() > deadline + hang_s:
+                attempt.silent_s = round(silent, 1)
+                break
+        if attempt.result is not None:
+            proc.join(EXIT_WAIT_S)
+    finally:
+        if proc.is_alive():
+            proc.kill()          # SIGKILL also ends a stopped process
+        proc.join()
+        unregister_client(lab_name, proc.pid)
+        parent.close()
+    if attempt.result is None and attempt.error is None and attempt.pending is not None:
+        _close_for(attempt, writer)
+    return attempt
+
+
+def _take(attempt: _Attempt, writer, message: dict, progress) -> None:
+    """Handles one message of the child: an event to record, or news."""
+    if "_result" in message:
+        attempt.result = message["_result"]
+    elif "_error" in message:
+        attempt.error = message["_error"]
+    elif "_progress" in message:
+        if progress:
+            progress(message["_progress"])
+    elif "_behind" in message:
+        attempt.behind = {int(k): o for k, o in message["_behind"].items()}
+    elif "_alive" not in message:
+        recorded = writer.record(message)
+        attempt.pending = recorded if recorded["type"] == "invoke" else None
+        if recorded["type"] == "ok" and recorded["f"] == "poll":
+            attempt.records += sum(1 for mop in recorded.get("mops") or () if "key" in mop)
+
+
+def _close_for(attempt: _Attempt, writer) -> None:
+    """Records `info` for the op a killed child had open: it may have happened."""
+    invoked = attempt.pending
+    event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
+    if "mops" in invoked:
+        event["mops"] = unknown_outcome_mops(invoked["mops"])
+    if "keys" in invoked:
+        event["keys"] = invoked["keys"]
+    event["error"] = "hung"
+    writer.record(event)
+    attempt.pending = None
