@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from backend_params import test_backends
 from harness.paths import clients_dir
 from test_lab_runs import alive, client_pids, gregor_run
 from workloads.drain import OffsetsLearned
@@ -22,12 +21,8 @@ from workloads.guarded_drain import guarded_drain
 from workloads.history import HistoryWriter
 
 @pytest.fixture(scope="module")
-def lab(lab_keeper):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    found = lab_keeper.get(test_backends()[0], {})
-    yield found
-    found.heal_all()
+def lab(first_backend_lab):
+    return first_backend_lab
 
 
 def highest_offsets(history: list[dict]) -> dict[int, int]:

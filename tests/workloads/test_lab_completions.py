@@ -11,7 +11,6 @@ import os
 
 import pytest
 
-from backend_params import test_backends
 from history_rules import problems, unrepeated_sends
 from test_lab_runs import gregor_run
 
@@ -28,12 +27,8 @@ WORKLOADS = {
 
 
 @pytest.fixture(scope="module")
-def lab(lab_keeper):
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root")
-    found = lab_keeper.get(test_backends()[0], {})
-    yield found
-    found.heal_all()
+def lab(first_backend_lab):
+    return first_backend_lab
 
 
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
