@@ -10,11 +10,13 @@ process would hang the whole run with nothing left to stop it.
 So the drain (workloads/drain.py) runs in a child process like any client:
 spawned, killed with the controller, listed in the lab's client registry.
 It sends its events over a pipe, stamped with its own times, and beats
-between consumer calls. A child silent for `hang_s` is killed; the op it
-had open gets an `info` completion (nobody knows what it did), and a new
-child, under the next process id, reads every key again from the
-beginning, within what is left of the time limit. test.json's `drain.hung`
-lists the children killed that way.
+between consumer calls. A child silent for `hang_s` is killed, and one
+that dies (a crash inside librdkafka) is buried; either way the op it had
+open gets an `info` completion (nobody knows what it did), and a new child,
+under the next process id, reads every key again from the beginning, within
+what is left of the time limit. test.json's `drain.abandoned` lists those
+children. A Python error in the child (a bad client setting) fails the
+drain with its message instead: reading again would meet it again.
 """
 
 from __future__ import annotations
@@ -80,10 +82,13 @@ class _Attempt:
         self.process = process
         self.pending: dict | None = None
         self.records = 0
+        self.open_f: str | None = None    # the op it had open when it was given up on
         self.behind: dict | None = None
         self.result: dict | None = None
-        self.error: str | None = None
-        self.silent_s: float | None = None
+        self.error: str | None = None     # a Python error in the child: the drain fails
+        self.abandoned: str | None = None  # given up on: "hung" (silent, killed) or "died"
+        self.how: str = ""                 # the same, said for the progress line
+        self.detail: dict = {}             # silent_s (hung) or exit_code (died)
 
 
 def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
@@ -95,7 +100,7 @@ def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int]
     started = time.monotonic()
     deadline = started + time_limit_s
     mp = multiprocessing.get_context("spawn")
-    hung: list[dict] = []
+    abandoned: list[dict] = []
     records = 0
     behind = {k: o for k, o in targets.items() if str(k) in key_map or k in key_map}
     while True:
@@ -112,23 +117,22 @@ def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int]
             break
         records += attempt.records
         behind = attempt.behind if attempt.behind is not None else behind
-        hung.append({"process": process, "silent_s": attempt.silent_s,
-                     "in": attempt.pending["f"] if attempt.pending else None})
+        abandoned.append({"process": process, "why": attempt.abandoned, "in": attempt.open_f, **attempt.detail})
         left = deadline - time.monotonic()
         again = left >= RETRY_MIN_S
         if progress:
-            progress(f"drain: client process {process} stopped answering for {attempt.silent_s:g} s"
-                     f"{' inside ' + attempt.pending['f'] if attempt.pending else ''}; killed it"
-                     + (f", reading every key again as process {process + 1} ({left:.0f} s left)"
-                        if again else ", no time left to read again"))
+            progress(f"drain: client process {process} {attempt.how}"
+                     f"{' inside ' + attempt.open_f if attempt.open_f else ''}; "
+                     + (f"reading every key again as process {process + 1} ({left:.0f} s left)"
+                        if again else "no time left to read again"))
         if not again:
             result = {"time_limit_s": time_limit_s, "complete": False, "process": process,
                       "seconds": round(time.monotonic() - started, 3), "records": records,
                       "behind": {str(k): o for k, o in sorted(behind.items())}}
             break
         process += 1
-    if hung:
-        result["hung"] = hung
+    if abandoned:
+        result["abandoned"] = abandoned
     return result
 
 
@@ -147,14 +151,19 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
                 try:
                     message = parent.recv()
                 except (EOFError, OSError):
-                    attempt.error = f"its process ended (exit code {proc.exitcode}) before it said how the drain went"
+                    proc.join(EXIT_WAIT_S)
+                    attempt.abandoned, attempt.how = "died", f"died (exit code {proc.exitcode})"
+                    attempt.detail = {"exit_code": proc.exitcode}
                     break
                 heard = time.monotonic()
                 _take(attempt, writer, message, progress)
                 continue
             silent = time.monotonic() - heard
             if silent > hang_s or time.monotonic() > deadline + hang_s:
-                attempt.silent_s = round(silent, 1)
+                attempt.abandoned = "hung"
+                attempt.how = (f"was silent for {silent:.1f} s and was killed" if silent > hang_s else
+                               f"was still reading {hang_s:g} s after the time limit and was killed")
+                attempt.detail = {"silent_s": round(silent, 1)}
                 break
         if attempt.result is not None:
             proc.join(EXIT_WAIT_S)
@@ -164,8 +173,9 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
         proc.join()
         unregister_client(lab_name, proc.pid)
         parent.close()
-    if attempt.result is None and attempt.error is None and attempt.pending is not None:
-        _close_for(attempt, writer)
+    if attempt.abandoned and attempt.pending is not None:
+        attempt.open_f = attempt.pending["f"]
+        _close_for(attempt, writer, attempt.abandoned)
     return attempt
 
 
@@ -187,7 +197,7 @@ def _take(attempt: _Attempt, writer, message: dict, progress) -> None:
             attempt.records += sum(1 for mop in recorded.get("mops") or () if "key" in mop)
 
 
-def _close_for(attempt: _Attempt, writer) -> None:
+def _close_for(attempt: _Attempt, writer, why: str) -> None:
     """Records `info` for the op a killed child had open: it may have happened."""
     invoked = attempt.pending
     event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
@@ -195,6 +205,6 @@ def _close_for(attempt: _Attempt, writer) -> None:
         event["mops"] = unknown_outcome_mops(invoked["mops"])
     if "keys" in invoked:
         event["keys"] = invoked["keys"]
-    event["error"] = "hung"
+    event["error"] = why
     writer.record(event)
     attempt.pending = None

@@ -1,9 +1,10 @@
-"""The drain in a child process: a wedged child is killed and read again.
+"""The drain in a child process: a wedged or dead child is read again.
 
 A real lab and real signals: the first drain child is stopped (SIGSTOP)
-in the middle of its reads, as a client wedged inside librdkafka would be;
-the controller must kill it, close the op it had open, and finish the
-drain with a new child under the next process id.
+in the middle of its reads, as a client wedged inside librdkafka would be,
+or killed (SIGKILL), as one that crashed would be; the controller must give
+it up, close the op it had open, and finish the drain with a new child
+under the next process id.
 """
 
 import json
@@ -39,20 +40,22 @@ def read_lines(path) -> list[dict]:
         return [json.loads(line) for line in handle]
 
 
-def stop_first_drain_child_once_it_polls(lab_name: str, history, process: int, stopped: list) -> None:
+def signal_first_drain_child_once_it_polls(lab_name: str, history, process: int, signum: int,
+                                           stopped: list) -> None:
     end = time.monotonic() + 60
     while time.monotonic() < end:
         pids = client_pids(lab_name)
         if pids and os.path.exists(history) and any(
                 e["process"] == process and e["f"] == "poll" for e in read_lines(history)):
-            os.kill(pids[0], signal.SIGSTOP)
+            os.kill(pids[0], signum)
             stopped.append(pids[0])
             return
         time.sleep(0.05)
 
 
 @pytest.mark.lab
-def test_a_wedged_drain_child_is_killed_and_the_keys_are_read_again(lab, tmp_path):
+@pytest.mark.parametrize("signum, why", [(signal.SIGSTOP, "hung"), (signal.SIGKILL, "died")], ids=["stopped", "killed"])
+def test_a_wedged_or_dead_drain_child_is_given_up_and_the_keys_are_read_again(lab, tmp_path, signum, why):
     run_dir, test, history, _ = gregor_run(lab, tmp_path / "store", "queue", "--concurrency", "2",
                                            "--rate", "50", seconds=4)
     targets = highest_offsets(history)
@@ -63,8 +66,8 @@ def test_a_wedged_drain_child_is_killed_and_the_keys_are_read_again(lab, tmp_pat
     drained = tmp_path / "drain.jsonl"
     writer = HistoryWriter(str(drained))
     stopped: list[int] = []
-    watcher = threading.Thread(target=stop_first_drain_child_once_it_polls,
-                               args=(lab.name, drained, 1000, stopped), daemon=True)
+    watcher = threading.Thread(target=signal_first_drain_child_once_it_polls,
+                               args=(lab.name, drained, 1000, signum, stopped), daemon=True)
     watcher.start()
     result = guarded_drain(writer, test["keys"], lab.bootstrap_servers, targets, 1000, "read_committed",
                            60, lab.name, progress=None, hang_s=3)
@@ -73,11 +76,14 @@ def test_a_wedged_drain_child_is_killed_and_the_keys_are_read_again(lab, tmp_pat
     events = read_lines(drained)
 
     assert stopped, "the first drain child never polled"
-    assert [h["process"] for h in result.get("hung", [])] == [1000], result
-    assert result["hung"][0]["silent_s"] >= 3
+    assert [(a["process"], a["why"]) for a in result.get("abandoned", [])] == [(1000, why)], result
+    if why == "hung":
+        assert result["abandoned"][0]["silent_s"] >= 3
+    else:
+        assert result["abandoned"][0]["exit_code"] == -signal.SIGKILL
     assert result["process"] == 1001 and result["complete"] is True, result
     assert set(result.get("truncated", {})) == {str(short_key)}, (targets, result)
-    # the stopped child is gone, and nothing is left in the registry
+    # the signalled child is gone, and nothing is left in the registry
     assert not alive(stopped[0])
     assert client_pids(lab.name) == [] or not os.path.isdir(clients_dir(lab.name))
     # every op of the killed child is closed; its open one as info
@@ -85,9 +91,9 @@ def test_a_wedged_drain_child_is_killed_and_the_keys_are_read_again(lab, tmp_pat
         own = [e for e in events if e["process"] == process]
         kinds = [e["type"] == "invoke" for e in own]
         assert kinds == [True, False] * (len(own) // 2), f"process {process}: {own[-4:]}"
-    if result["hung"][0]["in"] is not None:
+    if result["abandoned"][0]["in"] is not None:
         last = [e for e in events if e["process"] == 1000][-1]
-        assert last["type"] == "info" and last["error"] == "hung" and last["f"] == result["hung"][0]["in"]
+        assert last["type"] == "info" and last["error"] == why and last["f"] == result["abandoned"][0]["in"]
     # the new child read every key up to its target again, from the beginning
     read = highest_offsets([e for e in events if e["process"] == 1001 and e["f"] == "poll"])
     for key, target in targets.items():
