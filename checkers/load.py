@@ -239,7 +239,7 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
     this_load = F.lit(uuid.uuid4().hex)
     rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull())
     storage = storage_level(history)
-    with session_conf(spark, COMPRESSED_CONF, str(storage == StorageLevel.DISK_ONLY).lower()):
+    with session_conf(spark, COMPRESSED_CONF, "false"):
         table = rows.repartition(_partitions(spark, history), "route").persist(storage)
     try:
         # The job that stores the table also counts, over the stored rows: an
@@ -256,13 +256,16 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
     return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory, storage=storage)
 
 
-# Spark's column compression of a stored table saved 11% of its size (10M
-# events on disk: 1,461 against 1,646 MiB) and cost a tenth of the load
-# (57.6 s against 51.8 s; 1M in memory 7.1 s against 6.4 s). A table in
-# memory is stored without it; a table on disk only (a history too large
-# for memory) with it: without it two 10M checks peaked at 3.54 and
-# 3.41 GB against 2.97 and 3.11 GB (105 to 106 s against 108 to 110 s), an
-# effect about as large as the run-to-run noise (docs/CHECKERS.md).
+# Spark's column compression of a stored table saves 11% of its size (10M
+# events on disk: 1,461 against 1,646 MiB) and costs time: a tenth of the
+# load (57.6 s against 51.8 s; 1M in memory 7.1 s against 6.4 s), and for a
+# table on disk only (a history too large for memory) a 10M check as a new
+# process took 0.937 times as long without it (0.906 to 0.986, 5 pairs)
+# with its peak unchanged (2,322 against 2,376 MiB), while a 1M check was
+# unchanged (1.033, 0.998 to 1.069, 3 pairs). So no table is compressed
+# (docs/CHECKERS.md). An early 10M check had peaked higher without it
+# (3.54 and 3.41 GB against 2.97 and 3.11 GB), before the JVM's memory
+# settings of 2026-11-27 morning.
 COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
 
 

@@ -170,13 +170,17 @@ def _stored_mib(spark) -> float:
     return sum(i.memSize() + i.diskSize() for i in spark._jsc.sc().getRDDStorageInfo()) / 2**20
 
 
-def test_a_table_in_memory_is_stored_uncompressed_and_the_session_keeps_its_setting(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "disk-only"])
+def test_a_table_is_stored_uncompressed_and_the_session_keeps_its_setting(spark, tmp_path, monkeypatch, on_disk):
     generate(tmp_path, 20_000)
+    if on_disk:   # as for a history above LARGE_HISTORY_BYTES
+        monkeypatch.setattr(loading, "LARGE_HISTORY_BYTES", 0)
     spark.conf.set(COMPRESSED_CONF, "true")
     baseline = _stored_mib(spark)  # tables other tests of this session still hold
     try:
         tables = load(tmp_path, spark)
         uncompressed = _stored_mib(spark) - baseline
+        assert tables.storage == (loading.StorageLevel.DISK_ONLY if on_disk else loading.STORAGE)
         tables.release()
         assert spark.conf.get(COMPRESSED_CONF) == "true"
         monkeypatch.setattr(loading, "session_conf", lambda *args: contextlib.nullcontext())
