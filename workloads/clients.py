@@ -164,22 +164,28 @@ def _pending_mops(client: Client) -> list | None:
     return None if mops is None else unknown_outcome_mops(mops)
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL for this child when the controller dies, however it dies."""
+def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:      # the parent died before prctl
         os._exit(1)
 
 
-def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
-    """Entry point of a client process."""
-    die_with_parent(parent_pid)
+def enter_child(parent_pid: int, log_path: str | None) -> None:
+    """What every child of the controller does first: die with it, leave
+    Ctrl-C to it, and send its stderr (librdkafka's complaints) to its log."""
+    _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when to stop
-    if spec.log_path:
-        fd = os.open(spec.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if log_path:
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
         os.close(fd)
+
+
+def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
+    """Entry point of a client process."""
+    enter_child(parent_pid, spec.log_path)
     link = Link(conn, spec)
     client = None
     try:
@@ -307,6 +313,23 @@ def unknown_outcome_mops(invoke_mops: list[dict]) -> list[dict]:
     listed (offset unknown); a bare `{"f": "poll"}` goes, because a completion
     has one poll mop per record read and nothing is known to have been read."""
     return [dict(mop) for mop in invoke_mops if not (mop.get("f") == "poll" and "key" not in mop)]
+
+
+def info_completion(invoked: dict, why: str, polled: list | None = None, committing: int | None = None) -> dict:
+    """The `info` completion the controller records for an op whose client
+    was killed or died inside it: nobody knows what it did. The records it
+    had received (`polled`) are read (docs/HISTORY.md: a completion's polls
+    list the records received before the failure)."""
+    event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
+    if "mops" in invoked:
+        event["mops"] = unknown_outcome_mops(invoked["mops"]) + list(polled or [])
+    for name in ("keys", "txn_id", "group", "resend"):
+        if name in invoked:
+            event[name] = invoked[name]
+    if committing is not None:
+        event["commit_time"] = committing
+    event["error"] = why
+    return event
 
 
 def left_open_sends(completion: dict | None) -> list[dict]:
@@ -529,23 +552,11 @@ class ClientPool:
         live.proc.join(timeout=5)
         if live.pending is not None:
             self._complete_for(live, "exited")
-        self._unregister(live.proc.pid)
+        unregister_client(self.lab_name, live.proc.pid)
 
     def _complete_for(self, live: _Live, why: str) -> dict:
         """Records `info` for the op a dead client left open (it may have happened)."""
-        invoked = live.pending
-        event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
-        if "mops" in invoked:
-            # the records it had received are read (docs/HISTORY.md: a completion's
-            # polls list the records received before the failure)
-            event["mops"] = unknown_outcome_mops(invoked["mops"]) + list(live.polled or [])
-        for name in ("keys", "txn_id", "group", "resend"):
-            if name in invoked:
-                event[name] = invoked[name]
-        if live.committing is not None:
-            event["commit_time"] = live.committing
-        event["error"] = why
-        recorded = self.writer.record(event)
+        recorded = self.writer.record(info_completion(live.pending, why, live.polled, live.committing))
         live.pending = None
         live.committing = live.polled = live.written = None
         if self.observe:
@@ -558,7 +569,7 @@ class ClientPool:
                                name=f"gregor-client-{spec.slot}", daemon=True)
         proc.start()
         child.close()
-        self._register(proc.pid)
+        register_client(self.lab_name, proc.pid)
         with self.lock:
             self.live[spec.slot] = _Live(spec, proc, parent, spec.process)
             self.max_process = max(self.max_process, spec.process)
@@ -598,7 +609,7 @@ class ClientPool:
             self._handle(live, event)
         live.done = True
         closed = self._complete_for(live, why) if live.pending is not None else None
-        self._unregister(live.proc.pid)
+        unregister_client(self.lab_name, live.proc.pid)
         return closed
 
     def _kill_rest(self) -> None:
@@ -608,9 +619,3 @@ class ClientPool:
             if not live.done:
                 self.log(f"client {live.process} did not stop; killing it")
                 self._kill(live, "killed-at-stop")
-
-    def _register(self, pid: int) -> None:
-        register_client(self.lab_name, pid)
-
-    def _unregister(self, pid: int) -> None:
-        unregister_client(self.lab_name, pid)

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import time
 
-from workloads.clients import die_with_parent, register_client, unknown_outcome_mops, unregister_client
+from workloads.clients import enter_child, info_completion, register_client, unregister_client
 from workloads.drain import drain
 
 HANG_S = 30.0          # a beat comes at least every 2.5 s (a consume, or one watermark query)
@@ -50,13 +49,7 @@ class _PipeWriter:
 
 def drain_main(conn, args: dict, parent_pid: int) -> None:
     """Entry point of the drain's child process."""
-    die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # the controller decides when to stop
-    if args.get("log_path"):
-        os.makedirs(os.path.dirname(args["log_path"]), exist_ok=True)
-        fd = os.open(args["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 2)      # librdkafka's own complaints, beside its log
-        os.close(fd)
+    enter_child(parent_pid, args.get("log_path"))
     sent_behind = None
 
     def beat(waiting: dict) -> None:
@@ -173,9 +166,10 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
         proc.join()
         unregister_client(lab_name, proc.pid)
         parent.close()
-    if attempt.abandoned and attempt.pending is not None:
+    if attempt.abandoned and attempt.pending is not None:   # it may have happened: unknown
         attempt.open_f = attempt.pending["f"]
-        _close_for(attempt, writer, attempt.abandoned)
+        writer.record(info_completion(attempt.pending, attempt.abandoned))
+        attempt.pending = None
     return attempt
 
 
@@ -196,15 +190,3 @@ def _take(attempt: _Attempt, writer, message: dict, progress) -> None:
         if recorded["type"] == "ok" and recorded["f"] == "poll":
             attempt.records += sum(1 for mop in recorded.get("mops") or () if "key" in mop)
 
-
-def _close_for(attempt: _Attempt, writer, why: str) -> None:
-    """Records `info` for the op a killed child had open: it may have happened."""
-    invoked = attempt.pending
-    event = {"process": invoked["process"], "type": "info", "f": invoked["f"]}
-    if "mops" in invoked:
-        event["mops"] = unknown_outcome_mops(invoked["mops"])
-    if "keys" in invoked:
-        event["keys"] = invoked["keys"]
-    event["error"] = why
-    writer.record(event)
-    attempt.pending = None
