@@ -98,7 +98,7 @@ def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, 
     main_named = passes.small(t).get(passes.NAMED_TAG, [])
     progress(f"  per-key pass: {sum(counts.values())} instance(s) in {time.monotonic() - started:.1f}s")
     named = {row["key"]: row["offset"] for row in main_named}
-    examples = {name: [row.asDict() for row in rows] for name, rows in examples.items()}
+    examples = {name: [dict(row) for row in rows] for name, rows in examples.items()}
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="gregor-check") as pool:
         cycle_lane = pool.submit(_timed, progress, "cycles", lambda: _anomaly_rows(cycles.cycle_rows(t)))
         other_lane = pool.submit(_other_lane, t, max_examples, progress)

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
+from checkers.fetch import fetch_rows
 from checkers.history import INIT, OK, TXN
 from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
                               KeyPass, Params)
@@ -275,8 +276,8 @@ def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
     named = named.select(*[F.col(c) if c in named.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
                            for c in OUTPUT_SCHEMA.names],
                          F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"), *padding)
-    rows = (ranked.select("*", *padding).unionByName(rest.select("*", *padding)).unionByName(nemesis)
-            .unionByName(named).collect())
+    rows = fetch_rows(ranked.select("*", *padding).unionByName(rest.select("*", *padding)).unionByName(nemesis)
+                      .unionByName(named))
     found: dict = {}
     counts, examples = {}, {}
     for row in rows:
