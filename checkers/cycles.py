@@ -591,12 +591,18 @@ def has_cycle(graph: list[tuple], allowed: int) -> bool:
     Cheaper than `search` (no sort, no walks), and most covered graphs of a
     valid run have none: then no search of a kind within ``allowed`` runs.
     """
+    return any(len(component) >= 2 for component in strongly_connected(_adjacency(graph, allowed)))
+
+
+def _adjacency(edges, allowed: int) -> dict:
+    """``{node: [(next, kind, key), ...]}`` over the edges of ``allowed``
+    kinds and hub legs, in the edges' order; every endpoint is a node."""
     adjacency: dict = {}
-    for src, dst, kind, _ in graph:
+    for src, dst, kind, key in edges:
         if kind & ~(allowed | HUB) == 0:
-            adjacency.setdefault(src, []).append((dst,))
+            adjacency.setdefault(src, []).append((dst, kind, key))
             adjacency.setdefault(dst, [])
-    return any(len(component) >= 2 for component in strongly_connected(adjacency))
+    return adjacency
 
 
 def _union(masks) -> int:
@@ -612,11 +618,7 @@ def search(graph: list[tuple], allowed: int, required: int) -> list[list[tuple]]
     ``graph`` is a list of (src, dst, kind, key). A walk is a list of
     (node, kind, key): the node and the edge leaving it.
     """
-    adjacency: dict = {}
-    for src, dst, kind, key in sorted(graph, key=lambda e: (e[0], e[1], e[2])):
-        if kind & ~(allowed | HUB) == 0:
-            adjacency.setdefault(src, []).append((dst, kind, key))
-            adjacency.setdefault(dst, [])
+    adjacency = _adjacency(sorted(graph, key=lambda e: (e[0], e[1], e[2])), allowed)
     walks = []
     for component in strongly_connected(adjacency):
         if len(component) < 2:
