@@ -87,17 +87,18 @@ def sequence_reuse_losses(run_dir: Path, bad: list) -> list:
     for event in events:
         if event.get("f") == "txn" and event.get("type") in ("ok", "fail", "info"):
             txns.setdefault(event["process"], []).append(event)
+
+    def sends(op, key, value=None):
+        return any(m.get("f") == "send" and m.get("key") == key and value in (None, m.get("value"))
+                   for m in op.get("mops") or [])
+
     lost = []
     for example in anomalies["lost-write"]["examples"]:
         key, value = example["key"], example["value"]
-        fits = False
-        for ops in txns.values():
-            to_key = [op for op in ops if any(m.get("f") == "send" and m.get("key") == key for m in op.get("mops") or [])]
-            for before, op in zip(to_key, to_key[1:]):
-                if op["type"] == "ok" and any(m.get("f") == "send" and (m.get("key"), m.get("value")) == (key, value)
-                                              for m in op["mops"]):
-                    fits = before["type"] == "fail" and before.get("error") == "_TIMED_OUT"
-        if not fits:
+        to_key = [[op for op in ops if sends(op, key)] for ops in txns.values()]
+        if not any(op["type"] == "ok" and sends(op, key, value)
+                   and before["type"] == "fail" and before.get("error") == "_TIMED_OUT"
+                   for ops in to_key for before, op in zip(ops, ops[1:])):
             return []
         lost.append((key, value))
     keys = {key for key, _ in lost}
