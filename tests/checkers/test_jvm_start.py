@@ -29,6 +29,25 @@ def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(mon
     assert f"-XX:SharedArchiveFile={archive}" in jvm_start.java_options("spark://m:7077", None)
 
 
+def _code_cache_flags(options: list[str]) -> dict:
+    """What a real JVM makes of these options: its final code cache size and JIT level."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else "java"
+    flags = subprocess.run([java, *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    wanted = ("ReservedCodeCacheSize", "TieredStopAtLevel")
+    return {words[1]: int(words[3]) for words in map(str.split, flags.splitlines())
+            if len(words) >= 4 and words[1] in wanted}
+
+
+def test_the_quick_jit_keeps_the_tiered_code_cache():
+    # The quick compiler alone reserves 48 MiB, which a session that checks
+    # again and again fills; the options keep the tiered default.
+    assert _code_cache_flags(["-XX:TieredStopAtLevel=1"])["ReservedCodeCacheSize"] == 48 * 2**20
+    assert _code_cache_flags(jvm_start.QUICK_JIT.split()) == {
+        "ReservedCodeCacheSize": 240 * 2**20, "TieredStopAtLevel": 1}
+
+
 def test_the_archive_names_this_java_and_this_pyspark():
     path = jvm_start.archive_path()
     assert path.parent.name == "spark-cds" and path.suffix == ".jsa"
