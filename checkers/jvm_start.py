@@ -44,13 +44,17 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def java_binary() -> str:
+    """The java Spark starts: $JAVA_HOME's, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
 @functools.cache
 def _java_version() -> str:
-    """The version of the java Spark starts ($JAVA_HOME's, else the one on PATH)."""
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else "java"
+    """The version of the java Spark starts."""
     try:
-        done = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True,
+        done = subprocess.run([java_binary(), "-XshowSettings:properties", "-version"], capture_output=True,
                               text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"

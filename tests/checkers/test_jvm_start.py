@@ -31,9 +31,7 @@ def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(mon
 
 def _code_cache_flags(options: list[str]) -> dict:
     """What a real JVM makes of these options: its final code cache size and JIT level."""
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else "java"
-    flags = subprocess.run([java, *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
+    flags = subprocess.run([jvm_start.java_binary(), *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
                            text=True, timeout=60, check=True).stdout
     wanted = ("ReservedCodeCacheSize", "TieredStopAtLevel")
     return {words[1]: int(words[3]) for words in map(str.split, flags.splitlines())
