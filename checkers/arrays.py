@@ -188,3 +188,18 @@ def lists(owner: np.ndarray, values: np.ndarray, n_owners: int, distinct: bool =
     offsets = np.zeros(n_owners + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return offsets, v
+
+
+def bitmaps(owner: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_owners: int, n_bins: int) -> np.ndarray:
+    """Per owner id (0..n_owners-1) the bins lo[i]..hi[i] (0 <= lo <= hi < n_bins)
+    of its rows, as bits: int64 words (n_owners, n_bins // 64), bin b in
+    word b // 64, bit b % 64. Memory: a byte per owner and bin, never per row
+    and bin (runs are merged first)."""
+    stride = n_bins + 1
+    # hi + 1: runs that touch merge, so a run's end mark never meets the next start
+    start, stop = merge_intervals(owner * stride + lo, owner * stride + hi + 1)
+    marks = np.zeros(n_owners * stride + 1, dtype=np.int8)
+    marks[start] = 1
+    marks[stop] = -1
+    inside = np.cumsum(marks, dtype=np.int8)[:-1].reshape(n_owners, stride)[:, :n_bins] > 0
+    return np.packbits(inside, axis=1, bitorder="little").view(np.int64)

@@ -32,12 +32,15 @@ where it lives, and only what may lie on a cycle reaches the driver:
    pass computes those spans while it builds the log (merged per task); a
    valid run's wr-only families have none, and then nothing more is done.
 4. Where spans exist, a second per-key pass keeps only the edges whose two
-   ends lie in the spans (it reads only the keys with a row whose op's
-   times reach into a span: a node's phi is one of its row's times), the
-   op table gives the process order and ports of the graph ops with a
-   covered port (a sort within the table's partitions, whose route is the
-   process, of only the processes with a covered op; one collect for the
-   widest interval set serves the narrower one), and the driver adds the
+   ends lie in the spans. It reads only the keys whose rows' times may
+   reach into a span (a node's phi is one of its row's times): the main
+   pass left, per key, a bitmap of the bins of the run its rows reach into,
+   and the driver tests those against the spans' bins, with no scan of the
+   table. It also names the processes whose ops reach into the widest
+   interval set. The op table then gives the process order and ports of
+   the graph ops with a covered port (a sort within the table's
+   partitions, whose route is the process, of only those processes; one
+   collect for the widest interval set serves the narrower one), and the driver adds the
    realtime edges among those (reduced among them: within a component the
    same edges as among all ops), trims sources and sinks, and searches: an iterative
    Tarjan SCC on the subgraph each anomaly allows, then a BFS over (node,
@@ -69,12 +72,12 @@ from pyspark.sql import functions as F
 
 from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
-from checkers.arrays import NULL, covered, meets, merge_intervals
+from checkers.arrays import NULL, bitmaps, covered, merge_intervals
 from checkers.fetch import fetch_rows
 from checkers.history import NEMESIS, OK, TXN
-from checkers.keypass import (EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, RT, S_CWR,
-                              S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
-from checkers.load import KEY_KINDS, OP_ROW, Tables, known_keys
+from checkers.keypass import (COVER, EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, ROUTE, RT,
+                              S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
+from checkers.load import OP_ROW, Tables, known_keys, pid_route
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -207,21 +210,7 @@ def _process_spans(t: Tables) -> list[tuple]:
 def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
     op -> its time, for the covered ops brought to the driver)."""
-    params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals)
-    # I_ALL's spans include I_WR's, so the ops the widest set covers serve
-    # both: one scan finds the keys and their processes here, one collect
-    # brings the ops below (a second only if that is too many for the driver).
-    widest = [s for s in (I_WR, I_ALL) if s in intervals][-1:]
-    keys, routes = _near(t, intervals, intervals[widest[0]] if widest else None)
-    out = passes.key_pass(t, params, keys=keys).persist(t.storage)
-    try:
-        counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
-        too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
-        wanted = [family for family in intervals if family not in too_big]
-        rows = (fetch_rows(out.where(F.col("d").isin(wanted)).select("tag", "key", "a", "b", "c", "d"))
-                if wanted else [])
-    finally:
-        out.unpersist()
+    counts, too_big, rows, routes = _cycle_pass(t, intervals)
     data: dict = {}
     nodes: dict = {}
     for r in rows:
@@ -263,64 +252,49 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     return graphs, times
 
 
-def _near(t: Tables, intervals: dict, wide) -> tuple[list[int] | None, list[int]]:
-    """One scan of the table for what the cycle search reads next: the keys
-    with a row whose op's times reach into a span of any interval set (None:
-    every key has one), and the routes (processes) with a graph op that has
-    a port inside `wide` (none if `wide` is None).
+def _cycle_pass(t: Tables, intervals: dict) -> tuple[dict, set, list, list[int]]:
+    """The cycle pass over the keys near a span: its row count per (tag,
+    interval set), the interval sets with too many edges for the driver,
+    the edge and node rows of the others, and the routes of the processes
+    whose ops reach into the widest set of the process order (I_ALL's spans
+    include I_WR's, so one collect of covered ops serves both)."""
+    widest = [s for s in (I_WR, I_ALL) if s in intervals][-1:]
+    params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals,
+                    wide=intervals[widest[0]] if widest else None)
+    out = passes.key_pass(t, params, keys=_near_keys(t, intervals)).persist(t.storage)
+    try:
+        counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
+        too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
+        wanted = [family for family in intervals if family not in too_big]
+        rows = (fetch_rows(out.where(F.col("d").isin(wanted) | (F.col("tag") == ROUTE))
+                           .select("tag", "key", "a", "b", "c", "d"))
+                if wanted else [])
+    finally:
+        out.unpersist()
+    routes = sorted({pid_route(r["a"]) for r in rows if r["tag"] == ROUTE})
+    return counts, too_big, [r for r in rows if r["tag"] != ROUTE], routes
 
-    A node's phi is its row's invoke, completion or clamped commit time, so
-    no node of another key lies in a span: the cycle pass, which keeps only
-    edges and nodes in spans, finds nothing there, and needs only these
-    keys' rows. The process order is a sort of every graph op of a process:
-    only the processes with a covered op need it."""
+
+def _near_keys(t: Tables, intervals: dict) -> list[int] | None:
+    """The keys whose cover (the main pass's bitmap of the bins of the run
+    their rows' times reach into) meets a bin of a span of any interval set;
+    None when that is every key. Among them is every key with a row whose
+    op's times reach into a span, which is all the cycle pass needs: a
+    node's phi is its row's invoke, completion or clamped commit time, so no
+    node of another key lies in a span, and the pass, which keeps only edges
+    and nodes in spans, would find nothing there. No scan of the table: the
+    covers came back with the main pass's small rows."""
+    cover = passes.main_params(t).cover
+    covers = passes.small(t).get(COVER, [])
+    if cover is None or not covers:
+        return None
+    origin, width, n_bins = cover
     spans = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
                             np.concatenate([pair[1] for pair in intervals.values()]))
-    wide = wide if wide is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    times = [F.col("invoke_time"), F.col("complete_time"), F.col("commit_time")]
-    earliest, latest = 2 * F.least(*times[:2]), 2 * F.greatest(*times)
-    any_time = F.col("invoke_time").isNull()  # a row without an op's times is kept
-    is_key = F.col("kind").isin(*KEY_KINDS)
-    rows, ports = _with_ports(t, t.rows)
-    graph_op = (F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS) & ports["graph_op"]
-    if max(len(spans[0]), len(wide[0])) <= SQL_INTERVALS:
-        reaches = is_key & (any_time | _meets_column(earliest, latest, *_as_lists(spans)))
-        covered_op = graph_op & _inside(wide, ports["in_phi"], ports["out_phi"])
-        found = (rows.where(reaches | covered_op)
-                 .select(F.when(reaches, F.col("key")).alias("key"), F.when(covered_op, F.col("route")).alias("route"))
-                 .distinct().collect())
-    else:
-        def filled(column, when):
-            return F.coalesce(F.when(when, column), F.lit(NULL)).alias
-        probe = rows.where(is_key | graph_op).select(
-            filled(F.col("key"), is_key)("key"), filled(F.col("route"), graph_op)("route"),
-            (is_key & any_time).alias("any_time"), filled(earliest, is_key)("earliest"),
-            filled(latest, is_key)("latest"), filled(ports["in_phi"], graph_op)("in_phi"),
-            filled(ports["out_phi"], graph_op)("out_phi"))
-        found = probe.mapInArrow(_near_in_python(spans, wide), "key long, route long").distinct().collect()
-    near = sorted({r["key"] for r in found if r["key"] is not None})
-    routes = sorted({r["route"] for r in found if r["route"] is not None})
-    return (None if len(near) >= len(known_keys(t.test)) else near), routes
-
-
-def _near_in_python(spans, wide):
-    """_near's test of each row by numpy's sorted search (NULL: no such
-    value), yielding the distinct keys and routes found, one per row."""
-    def run(batches):
-        keys, routes = set(), set()
-        for batch in batches:
-            column = {name: batch.column(name).to_numpy(zero_copy_only=False) for name in batch.schema.names}
-            key_rows = (column["key"] != NULL) & (column["any_time"]
-                                                  | meets(column["earliest"], column["latest"], *spans))
-            op_rows = (column["route"] != NULL) & (covered(column["in_phi"], *wide)
-                                                   | covered(column["out_phi"], *wide))
-            keys.update(np.unique(column["key"][key_rows]).tolist())
-            routes.update(np.unique(column["route"][op_rows]).tolist())
-        if keys or routes:
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(sorted(keys) + [None] * len(routes), pa.int64()),
-                 pa.array([None] * len(keys) + sorted(routes), pa.int64())], names=["key", "route"])
-    return run
+    lo, hi = (np.clip((np.asarray(bound, np.int64) - origin) // width, 0, n_bins - 1) for bound in spans)
+    span_bins = bitmaps(np.zeros(len(lo), np.int64), lo, hi, 1, n_bins)[0]
+    near = sorted(r["key"] for r in covers if (np.asarray(r["values"], np.int64) & span_bins).any())
+    return None if len(near) >= len(known_keys(t.test)) else near
 
 
 def _graph_ops(t: Tables, routes: list[int] | None = None) -> DataFrame:
@@ -390,7 +364,7 @@ def _info_nodes(t: Tables) -> dict:
 def _covered_ops(t: Tables, intervals, routes: list[int]) -> list | str:
     """The graph ops with a port inside the intervals, or why they were not
     brought to the driver. `routes`: processes that include every one with
-    such an op (from _near); the process order needs all of their graph ops."""
+    such an op (from the cycle pass); the process order needs all of their graph ops."""
     if not routes:
         return []
     ops = _graph_ops(t, routes)

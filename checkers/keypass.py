@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkers.arrays import (NULL, covered, dense_rank_within, fill_backward_after, fill_forward, first_per_group,
-                             group_ids, join, lists, member, order, previous_in_group, reduce_by, starts)
+from checkers.arrays import (NULL, bitmaps, covered, dense_rank_within, fill_backward_after, fill_forward, first_per_group,
+                             group_ids, join, lists, meets, member, order, previous_in_group, reduce_by, starts)
 from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
 
 # Output row tags.
 ANOMALY, SPAN, TORN, ZOMBIE_SEND, EOS_OUT, EOS_REC, EOS_POS, INFO_NODE, LATE, LAG, EDGE, NODE, LOG, POSITION, \
-    MUST, BOUND, PICTURE = range(17)
+    MUST, BOUND, PICTURE, COVER, ROUTE = range(19)
 
 # Cycle graph: node = op * NODE_SHIFT + sub (0: the whole op, i+1: its send mop i).
 NODE_SHIFT = 1 << 20
@@ -58,6 +58,8 @@ class Params:
     timeout: int | None = None             # stuck-lso: ns, when read_committed with a timeout
     lag_bucket: int | None = None          # ns
     intervals: dict = field(default_factory=dict)    # cycle pass: I_* -> (lo, hi) sorted disjoint
+    wide: tuple | None = None              # cycle pass: the widest interval set of the process order, (lo, hi)
+    cover: tuple | None = None             # main pass: (origin, width, bins) of the keys' cover bitmaps
     picture_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     named_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))    # (key, offset) an anomaly names
     named_offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -227,8 +229,10 @@ class KeyPass:
             self.liveness()
             self.lag()
             self.cycles(spans_only=True)
+            self.cover()
         elif mode == "cycles":
             self.cycles(spans_only=False)
+            self.routes()
         elif mode == "facts":
             self.facts()
         elif mode == "picture":
@@ -680,6 +684,48 @@ class KeyPass:
                 first = first_per_group(ids, n)
                 self.out.add(NODE, n, a=node[chosen][first], b=op[chosen][first], c=phi[chosen][first],
                              d=np.full(n, family))
+
+    def _reach(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row, the doubled times its op's graph ports and nodes can take
+        ([2 * earliest - 1, 2 * latest + 1] of its invoke, completion and
+        commit time), and whether it has a time at all."""
+        times = np.stack([self.c["invoke_time"], self.c["complete_time"], self.c["commit_time"]])
+        present = times != NULL
+        has = present.any(axis=0)
+        earliest = np.where(present, times, np.iinfo(np.int64).max).min(axis=0)
+        latest = np.where(present, times, NULL).max(axis=0)
+        return np.where(has, 2 * earliest - 1, 0), np.where(has, 2 * latest + 1, 0), has
+
+    def cover(self):
+        """Per key, the bins of the run its rows' times reach into (a row
+        without an op's times reaches everywhere): the cycle search tests
+        these against the spans instead of scanning the table for the keys
+        near one. Bins only widen a reach, so the keys they name include
+        every key near a span."""
+        if self.p.cover is None or not self.n:
+            return
+        origin, width, n_bins = self.p.cover
+        lo, hi, _ = self._reach()
+        anywhere = self.c["invoke_time"] == NULL
+        lo = np.where(anywhere, 0, np.clip((lo - origin) // width, 0, n_bins - 1))
+        hi = np.where(anywhere, n_bins - 1, np.clip((hi - origin) // width, 0, n_bins - 1))
+        words = bitmaps(self.kid, lo, hi, self.n_keys, n_bins)
+        first = first_per_group(self.kid, self.n_keys)
+        offsets = np.arange(0, words.size + 1, words.shape[1], dtype=np.int64)
+        self.out.add(COVER, self.n_keys, key=self.c["key"][first], lists_={"values": (offsets, words.ravel())})
+
+    def routes(self):
+        """The processes with a row whose op reaches into the widest interval
+        set: each process with a graph op that has a port there (a port's
+        phi lies within its op's reach, and every graph op has key rows on
+        keys near a span, which this pass reads)."""
+        if self.p.wide is None or not self.n:
+            return
+        lo, hi, has = self._reach()
+        pid = self.c["pid"]
+        hit = has & (pid != NULL) & meets(lo, hi, *self.p.wide)
+        pids = np.unique(pid[hit])
+        self.out.add(ROUTE, len(pids), a=pids)
 
     # ------------------------------------------------------------ facts and pictures
 

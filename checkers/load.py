@@ -106,6 +106,11 @@ def process_route(process: F.Column) -> F.Column:
     return F.lit(-2) - process.cast("long")
 
 
+def pid_route(pid: int) -> int:
+    """process_route of a client process by its number (a row's `pid`)."""
+    return -2 - pid
+
+
 # A problem's rank orders the problems of one line: the line itself first,
 # then its mops (check by check), then unknown keys; pairing problems last.
 PAIR_RANK = 100

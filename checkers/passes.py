@@ -24,10 +24,10 @@ from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
 from checkers.fetch import fetch_rows
 from checkers.history import INIT, OK, TXN
-from checkers.keypass import (ANOMALY, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
+from checkers.keypass import (ANOMALY, COVER, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
                               KeyPass, Params)
 from checkers.load import (COMMIT_ROW, INFO_CODE, KEY_KINDS, NEMESIS_ROUTE, OK_CODE, OP_ROW, POLL_ROW, SEND_ROW,
-                           Tables)
+                           Tables, known_keys)
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
 # four numbers whose meaning depends on the tag.
@@ -119,8 +119,27 @@ def main_params(t: Tables) -> Params:
             copier_groups=np.array(sorted(prior["copier_groups"]), dtype=np.int64),
             drain_complete=allowed.drain_complete(t.test),
             timeout=stuck_lso_timeout(t.test),
-            lag_bucket=lag_bucket_ns(t))
+            lag_bucket=lag_bucket_ns(t),
+            cover=cover_bins(t))
     return t.cache["params"]
+
+
+# The keys' cover bitmaps (KeyPass.cover): at most this many bits over all
+# keys, and at most this many bins (at 2**18, about 3 ms of a 12-minute run).
+COVER_BITS = 1 << 24
+COVER_MAX_BINS = 1 << 18
+
+
+def cover_bins(t: Tables) -> tuple[int, int, int] | None:
+    """(origin, width, bins) of the keys' cover bitmaps: the run's doubled
+    times from its first to its last, cut into equal bins (None: no ops)."""
+    m = t.metrics
+    if m.get("first_time") is None or m.get("last_time") is None:
+        return None
+    per_key = COVER_BITS // max(1, len(known_keys(t.test)))
+    bins = 64 if per_key < 64 else min(COVER_MAX_BINS, 1 << (per_key.bit_length() - 1))
+    origin, end = 2 * m["first_time"] - 1, 2 * m["last_time"] + 1
+    return origin, max(1, -(-(end - origin + 1) // bins)), bins
 
 
 def stuck_lso_timeout(test: dict) -> int | None:
@@ -232,7 +251,7 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # ------------------------------------------------------------ what comes back to the driver
 
 # Output tags small enough to bring back whole (the rest stay in Spark).
-SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG)
+SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG, COVER)
 NEMESIS_TAG = -1
 NAMED_TAG = -2   # per key an anomaly names: the lowest offset named on it
 

@@ -14,9 +14,9 @@ import random
 import numpy as np
 import pytest
 
-from checkers import cycles
-from checkers.arrays import covered, meets, merge_intervals
-from checkers.load import load
+from checkers import cycles, passes
+from checkers.arrays import bitmaps, covered, meets, merge_intervals
+from checkers.load import KEY_KINDS, load
 from txn_events import op, poll, send
 
 pytestmark = pytest.mark.spark
@@ -431,8 +431,8 @@ def test_an_info_op_orders_nothing_in_real_time(spark, tmp_path):
 
 
 def covered_ops(t, intervals, interval_set):
-    """The covered ops of one interval set, with the routes one scan finds for it."""
-    return cycles._covered_ops(t, interval_set, cycles._near(t, intervals, interval_set)[1])
+    """The covered ops of one interval set, with the routes the cycle pass names."""
+    return cycles._covered_ops(t, interval_set, cycles._cycle_pass(t, intervals)[3])
 
 
 def test_a_driver_limit_on_covered_ops_skips_only_the_families_above_it(spark, tmp_path, monkeypatch):
@@ -466,13 +466,13 @@ def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp
     """A G1c early in the run, then plain writes to other keys by other
     processes: only the cycle's keys reach into a span, only its processes
     are ordered, and the rows are those of a pass over every key and op;
-    alike whether rows are tested against the spans in SQL or in numpy."""
+    alike whether ops are tested against the spans in SQL or in numpy."""
     monkeypatch.setattr(cycles, "SQL_INTERVALS", 1000 if in_sql else 0)
     later = [e for i in range(6) for e in op(200 + i % 3, "send", [send(16 + i % 4, 100 + i, i // 4)])]
     events, _ = combine({"g1c": g1c(2, 10), "later": later})
     t = load(write(tmp_path, events), spark)
     intervals = cycles._intervals(t)
-    assert cycles._near(t, intervals, None) == ([2, 3], [])
+    assert cycles._near_keys(t, intervals) == [2, 3]
     for interval_set in intervals.values():
         restricted = sorted(tuple(r.values()) for r in covered_ops(t, intervals, interval_set))
         lo, hi = [int(x) for x in interval_set[0]], [int(x) for x in interval_set[1]]
@@ -483,9 +483,57 @@ def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp
     assert {r["pid"] for r in covered_ops(t, intervals, intervals[cycles.I_ALL])} == {10, 11}
     found = sorted(map(tuple, cycles.cycle_rows(t)))
     every_route = sorted(r["route"] for r in cycles._graph_op_ports(t).select("route").distinct().collect())
-    assert len(every_route) > len(cycles._near(t, intervals, intervals[cycles.I_ALL])[1])
-    monkeypatch.setattr(cycles, "_near", lambda _t, _intervals, _wide: (None, every_route))
+    assert len(every_route) > len(cycles._cycle_pass(t, intervals)[3])
+    covered_by = cycles._covered_ops
+    monkeypatch.setattr(cycles, "_near_keys", lambda _t, _intervals: None)
+    monkeypatch.setattr(cycles, "_covered_ops", lambda t_, interval_set, _routes: covered_by(t_, interval_set, every_route))
     assert found == sorted(map(tuple, cycles.cycle_rows(t))) and "G1c" in {row[0] for row in found}
+
+
+def near_in_sql(t, intervals) -> list[int]:
+    """The keys with a row whose op's times meet a span, by a scan of the table (the definition)."""
+    lo, hi = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
+                             np.concatenate([pair[1] for pair in intervals.values()]))
+    times = [cycles.F.col("invoke_time"), cycles.F.col("complete_time"), cycles.F.col("commit_time")]
+    reaches = cycles.F.col("invoke_time").isNull() | cycles._meets_column(
+        2 * cycles.F.least(*times[:2]), 2 * cycles.F.greatest(*times), [int(x) for x in lo], [int(x) for x in hi])
+    rows = t.rows.where(cycles.F.col("kind").isin(*KEY_KINDS) & reaches).select("key").distinct().collect()
+    return sorted(r["key"] for r in rows)
+
+
+def test_coarse_covers_name_more_keys_and_find_the_same_cycles(spark, tmp_path, monkeypatch):
+    """The keys' cover bitmaps name the keys the definition does; with one
+    bin as wide as the whole run they name every key with rows, and the cycle search
+    finds the same rows."""
+    later = [e for i in range(6) for e in op(200 + i % 3, "send", [send(16 + i % 4, 100 + i, i // 4)])]
+    events, _ = combine({"g1c": g1c(2, 10), "g0": g0(5, 30), "later": later})
+    t = load(write(tmp_path, events), spark)
+    intervals = cycles._intervals(t)
+    exact = near_in_sql(t, intervals)
+    assert exact and cycles._near_keys(t, intervals) == exact
+    found = sorted(map(tuple, cycles.cycle_rows(t)))
+    assert {"G0", "G1c"} <= {row[0] for row in found}
+    t.release()
+    fine = passes.cover_bins
+    monkeypatch.setattr(passes, "COVER_MAX_BINS", 64)
+    monkeypatch.setattr(passes, "cover_bins", lambda t_: (fine(t_)[0], 64 * fine(t_)[1], 64))
+    t = load(write(tmp_path / "coarse", events), spark)
+    with_rows = sorted(r["key"] for r in t.rows.where(cycles.F.col("kind").isin(*KEY_KINDS)).select("key")
+                       .distinct().collect())
+    assert cycles._near_keys(t, cycles._intervals(t)) == with_rows and set(exact) < set(with_rows)
+    assert sorted(map(tuple, cycles.cycle_rows(t))) == found
+
+
+def test_bitmaps_set_the_bins_of_each_owners_ranges():
+    owner = np.array([0, 0, 2, 2, 2, 1], np.int64)
+    lo = np.array([0, 5, 63, 64, 70, 127], np.int64)
+    hi = np.array([3, 5, 63, 65, 127, 127], np.int64)
+    words = bitmaps(owner, lo, hi, 3, 128)
+    bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    assert words.shape == (3, 2)
+    assert np.flatnonzero(bits[0]).tolist() == [0, 1, 2, 3, 5]
+    assert np.flatnonzero(bits[1]).tolist() == [127]
+    assert np.flatnonzero(bits[2]).tolist() == [63, 64, 65] + list(range(70, 128))
 
 
 @pytest.mark.parametrize("many", [False, True])
