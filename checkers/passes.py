@@ -124,10 +124,13 @@ def main_params(t: Tables) -> Params:
     return t.cache["params"]
 
 
-# The keys' cover bitmaps (KeyPass.cover): at most this many bits over all
-# keys, and at most this many bins (at 2**18, about 3 ms of a 12-minute run).
-COVER_BITS = 1 << 24
-COVER_MAX_BINS = 1 << 18
+# The keys' cover bitmaps (KeyPass.cover): bins per event of a key, so that
+# a key's ops rarely share a bin with a span they do not reach (at 1M events
+# and 64 keys, 2**18 bins of about 3 ms); at most COVER_BITS bits over all
+# keys (16 MiB), and at most COVER_MAX_BINS per key (4 MiB of a task's memory).
+COVER_BINS_PER_EVENT = 32
+COVER_BITS = 1 << 27
+COVER_MAX_BINS = 1 << 22
 
 
 def cover_bins(t: Tables) -> tuple[int, int, int] | None:
@@ -136,8 +139,9 @@ def cover_bins(t: Tables) -> tuple[int, int, int] | None:
     m = t.metrics
     if m.get("first_time") is None or m.get("last_time") is None:
         return None
-    per_key = COVER_BITS // max(1, len(known_keys(t.test)))
-    bins = 64 if per_key < 64 else min(COVER_MAX_BINS, 1 << (per_key.bit_length() - 1))
+    n_keys = max(1, len(known_keys(t.test)))
+    wanted = min(COVER_BITS // n_keys, COVER_BINS_PER_EVENT * m["events"] // n_keys, COVER_MAX_BINS)
+    bins = 64 if wanted < 64 else 1 << (wanted.bit_length() - 1)
     origin, end = 2 * m["first_time"] - 1, 2 * m["last_time"] + 1
     return origin, max(1, -(-(end - origin + 1) // bins)), bins
 
