@@ -40,8 +40,8 @@ where it lives, and only what may lie on a cycle reaches the driver:
    interval set. The op table then gives the process order and ports of
    the graph ops with a covered port (a sort within the table's
    partitions, whose route is the process, of only those processes; one
-   collect for the widest interval set serves the narrower one), and the driver adds the
-   realtime edges among those (reduced among them: within a component the
+   collect for the widest interval set serves the narrower one), and the
+   driver adds the realtime edges among those (reduced among them: within a component the
    same edges as among all ops), trims sources and sinks, and searches: an iterative
    Tarjan SCC on the subgraph each anomaly allows, then a BFS over (node,
    kinds-seen) for the shortest closed walk through the SCC that uses every

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkers.arrays import (NULL, bitmaps, covered, dense_rank_within, fill_backward_after, fill_forward, first_per_group,
-                             group_ids, join, lists, meets, member, order, previous_in_group, reduce_by, starts)
+from checkers.arrays import (NULL, bitmaps, covered, dense_rank_within, fill_backward_after, fill_forward,
+                             first_per_group, group_ids, join, lists, meets, member, order, previous_in_group,
+                             reduce_by, starts)
 from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
 
 # Output row tags.
