@@ -76,7 +76,7 @@ from checkers.arrays import NULL, bitmaps, covered, merge_intervals
 from checkers.fetch import fetch_rows
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (COVER, EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, ROUTE, RT,
-                              S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, Params)
+                              S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, Params, cover_bin)
 from checkers.load import OP_ROW, Tables, known_keys, pid_route
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
@@ -288,11 +288,10 @@ def _near_keys(t: Tables, intervals: dict) -> list[int] | None:
     covers = passes.small(t).get(COVER, [])
     if cover is None or not covers:
         return None
-    origin, width, n_bins = cover
     spans = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
                             np.concatenate([pair[1] for pair in intervals.values()]))
-    lo, hi = (np.clip((np.asarray(bound, np.int64) - origin) // width, 0, n_bins - 1) for bound in spans)
-    span_bins = bitmaps(np.zeros(len(lo), np.int64), lo, hi, 1, n_bins)[0]
+    lo, hi = (cover_bin(bound, cover) for bound in spans)
+    span_bins = bitmaps(np.zeros(len(lo), np.int64), lo, hi, 1, cover[2])[0]
     near = sorted(r["key"] for r in covers if (np.asarray(r["values"], np.int64) & span_bins).any())
     return None if len(near) >= len(known_keys(t.test)) else near
 

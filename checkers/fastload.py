@@ -54,7 +54,7 @@ from checkers.arrays import NULL
 from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, events_of, ints, mop_fields, parse
 from checkers.history import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
 from checkers.load import (COMMIT_ROW, FROM_ROW, NEMESIS_ROUTE, OP_ROW, POLL_ROW, PROBLEM_ROUTE, PROBLEM_ROW,
-                           REBALANCE_ROW, SEND_ROW)
+                           REBALANCE_ROW, SEND_ROW, pid_route)
 
 OK_T, FAIL_T, INFO_T = TYPE_CODES[OK], TYPE_CODES[FAIL], TYPE_CODES[INFO]
 TYPE_NAMES = {OK_T: OK, FAIL_T: FAIL, INFO_T: INFO, INVOKE_CODE: INVOKE}
@@ -571,7 +571,7 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
     type_names = np.array([TYPE_NAMES[c] for c in range(4)], dtype=object)
     op_columns = {
         "kind": pa.array(np.full(len(ops), OP_ROW), pa.int32()),
-        "route": pa.array(np.where(nem, NEMESIS_ROUTE, -2 - events.pid)[ops]),
+        "route": pa.array(np.where(nem, NEMESIS_ROUTE, pid_route(events.pid))[ops]),
         "op": pa.array(events.index[ops]),
         "mop_index": pa.array(np.full(len(ops), -1), pa.int32()),
         "process": process_text.take(take),

@@ -705,11 +705,11 @@ class KeyPass:
         every key near a span."""
         if self.p.cover is None or not self.n:
             return
-        origin, width, n_bins = self.p.cover
+        n_bins = self.p.cover[2]
         lo, hi, _ = self._reach()
         anywhere = self.c["invoke_time"] == NULL
-        lo = np.where(anywhere, 0, np.clip((lo - origin) // width, 0, n_bins - 1))
-        hi = np.where(anywhere, n_bins - 1, np.clip((hi - origin) // width, 0, n_bins - 1))
+        lo = np.where(anywhere, 0, cover_bin(lo, self.p.cover))
+        hi = np.where(anywhere, n_bins - 1, cover_bin(hi, self.p.cover))
         words = bitmaps(self.kid, lo, hi, self.n_keys, n_bins)
         first = first_per_group(self.kid, self.n_keys)
         offsets = np.arange(0, words.size + 1, words.shape[1], dtype=np.int64)
@@ -798,6 +798,14 @@ class KeyPass:
         present = np.unique(pk)
         self.out.add(PICTURE, len(present), key=p.picture_keys[present], a=np.full(len(present), -1),
                      b=totals[present])
+
+
+def cover_bin(times, cover: tuple) -> np.ndarray:
+    """The bin of each doubled time in the cover (origin, width, bins),
+    clipped to the run: the main pass's bitmaps and the driver's spans must
+    be binned alike for the keys they name to include every key near a span."""
+    origin, width, n_bins = cover
+    return np.clip((np.asarray(times, np.int64) - origin) // width, 0, n_bins - 1)
 
 
 def _stack(parts):

@@ -37,7 +37,7 @@ from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.arrays import NULL
 from checkers.history import ASSIGN, OK, POLL, SUBSCRIBE, TXN
 from checkers.keypass import LATE
-from checkers.load import OP_ROW, Tables
+from checkers.load import OP_ROW, Tables, pid_route
 
 MAX_GAP_FRACTION = 0.5
 STUCK_SCHEMA = T.StructType([T.StructField(name, T.LongType()) for name in
@@ -56,9 +56,9 @@ def stuck_reads(t: Tables) -> list[tuple]:
         return []
     max_gap = int(timeout * MAX_GAP_FRACTION)
     candidates = [(r["a"], r["key"], r["value"], r["offset"], r["b"], r["c"], r["d"], r["time"]) for r in late]
-    routes = sorted({pid for pid, *_ in candidates})
+    pids = sorted({pid for pid, *_ in candidates})
     ops = (t.rows.where((F.col("kind") == OP_ROW)
-                        & F.col("route").isin([-2 - pid for pid in routes]))
+                        & F.col("route").isin([pid_route(pid) for pid in pids]))
            .select("pid", "invoke_index", "f", "type", F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
                    "keys", "rebalance"))
     found = ops.mapInArrow(_checker(candidates, max_gap), STUCK_SCHEMA).collect()

@@ -101,14 +101,15 @@ NEMESIS_ROUTE = -1
 PROBLEM_ROUTE = -(1 << 62)
 
 
-def process_route(process: F.Column) -> F.Column:
-    """Route of a client process's op rows: negative, distinct from every key."""
-    return F.lit(-2) - process.cast("long")
-
-
-def pid_route(pid: int) -> int:
-    """process_route of a client process by its number (a row's `pid`)."""
+def pid_route(pid):
+    """Route of a client process's op rows, by its number (a row's `pid`; an
+    int, a numpy array or a Column): negative, distinct from every key."""
     return -2 - pid
+
+
+def process_route(process: F.Column) -> F.Column:
+    """pid_route of a `process` column."""
+    return pid_route(process.cast("long"))
 
 
 # A problem's rank orders the problems of one line: the line itself first,
