@@ -22,6 +22,7 @@ from checkers import allowed as permissions
 from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.elle import elle_section
+from checkers.examples import example_key
 from checkers.load import Tables, history_path, load
 from checkers.pictures import named_offsets, partitions
 from checkers.spark import get_spark, prestart_python_workers
@@ -59,14 +60,6 @@ def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool,
     if skipped:
         reasons.append("a check was skipped: " + ", ".join(skipped))
     return ("unknown", reasons) if reasons else ("valid", [])
-
-
-def example_order(row: dict) -> tuple:
-    """The order examples are chosen in: earliest first (as passes.example_order)."""
-    def asc(value):  # ascending, nulls first
-        return (value is not None, value if value is not None else 0)
-    return ((row.get("time") is None, row.get("time") or 0), asc(row.get("key")), asc(row.get("value")),
-            asc(row.get("offset")), asc(row.get("offsets")), asc(row.get("values")), asc(row.get("ops")))
 
 
 def _frame_counts_and_examples(frame, max_examples: int) -> tuple[dict, dict, list]:
@@ -149,7 +142,7 @@ def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_exam
         counts[row["name"]] = counts.get(row["name"], 0) + 1
         examples.setdefault(row["name"], []).append(row)
     for name in {row["name"] for row in rows}:
-        examples[name] = sorted(examples[name], key=example_order)[:max(max_examples, 1)]
+        examples[name] = sorted(examples[name], key=example_key)[:max(max_examples, 1)]
     _name_offsets(named, rows)
 
 

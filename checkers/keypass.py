@@ -30,7 +30,7 @@ from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, P
 
 # Output row tags.
 ANOMALY, SPAN, TORN, ZOMBIE_SEND, EOS_OUT, EOS_REC, EOS_POS, INFO_NODE, LATE, LAG, EDGE, NODE, LOG, POSITION, \
-    MUST, BOUND, PICTURE, COVER, ROUTE = range(19)
+    MUST, BOUND, PICTURE, COVER, ROUTE, EXAMPLE, TALLY, NAMED = range(22)
 
 # Cycle graph: node = op * NODE_SHIFT + sub (0: the whole op, i+1: its send mop i).
 NODE_SHIFT = 1 << 20
@@ -61,6 +61,7 @@ class Params:
     intervals: dict = field(default_factory=dict)    # cycle pass: I_* -> (lo, hi) sorted disjoint
     wide: tuple | None = None              # cycle pass: the widest interval set of the process order, (lo, hi)
     cover: tuple | None = None             # main pass: (origin, width, bins) of the keys' cover bitmaps
+    examples: int = 0                      # main pass: first examples kept per anomaly name (checkers/examples.py)
     picture_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     named_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))    # (key, offset) an anomaly names
     named_offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))

@@ -13,19 +13,23 @@ which transactions a newer instance fenced, which groups copy).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
-from checkers.fetch import fetch_rows
+from checkers.fetch import table_rows
 from checkers.history import INIT, OK, TXN
-from checkers.keypass import (ANOMALY, COVER, EOS_POS, INFO_NODE, INPUT_COLUMNS, LAG, LATE, SPAN, TORN, ZOMBIE_SEND,
-                              KeyPass, Params)
+from checkers.examples import merge_summaries, partition_summary
+from checkers.keypass import (ANOMALY, COVER, EOS_POS, EXAMPLE, INFO_NODE, INPUT_COLUMNS, LAG, LATE, NAMED, SPAN, TALLY,
+                              TORN, ZOMBIE_SEND, KeyPass, Params)
 from checkers.load import (COMMIT_ROW, INFO_CODE, KEY_KINDS, NEMESIS_ROUTE, OK_CODE, OP_ROW, POLL_ROW, SEND_ROW,
                            Tables, known_keys)
 
@@ -74,7 +78,11 @@ def _runner(params: Params):
         table = pa.Table.from_batches(batches)
         columns = {name: table.column(name).to_numpy() for name in INPUT_COLUMNS}
         del table
-        for part in KeyPass(columns, params).run().parts:
+        parts = KeyPass(columns, params).run().parts
+        if params.examples:
+            parts += partition_summary([part for part in parts if part["tag"][0] == ANOMALY], params.examples,
+                                       (EXAMPLE, TALLY, NAMED))
+        for part in parts:
             yield _batch(part)
     return run
 
@@ -257,7 +265,7 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # Output tags small enough to bring back whole (the rest stay in Spark).
 SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG, COVER)
 NEMESIS_TAG = -1
-NAMED_TAG = -2   # per key an anomaly names: the lowest offset named on it
+NAMED_TAG = NAMED   # per key an anomaly names: the lowest offset named on it
 
 
 def example_order() -> list[F.Column]:
@@ -274,44 +282,32 @@ def small(t: Tables) -> dict:
 
 
 def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
-    """One job: the small tags, the nemesis ops, and per anomaly name of the
-    main pass its count and its first `max_examples` examples (earliest first).
-    Returns (counts, examples); the small rows go to t.cache["small"]."""
+    """One job without a shuffle: the small tags, the nemesis ops, and per
+    anomaly name of the main pass its count and its first `max_examples`
+    examples (earliest first), merged from each partition's own
+    (checkers/examples.py). Returns (counts, examples); the small rows go
+    to t.cache["small"], NAMED_TAG's as one row per key named."""
+    keep = max(max_examples, 1)
+    params = main_params(t)
+    if params.examples < keep:  # the stored pass kept fewer: run it again
+        if "main" in t.cache:
+            t.cache.pop("main").unpersist()
+        t.cache["params"] = replace(params, examples=keep)
     out = main(t)
-    by_name = Window.partitionBy("name")
-    ranked = (out.where(F.col("tag") == ANOMALY)
-              .select("*", F.row_number().over(by_name.orderBy(*example_order())).alias("n"),
-                      F.count(F.lit(1)).over(by_name).alias("count"))
-              .where(F.col("n") <= max(max_examples, 1)))
     padding = [F.lit(None).cast(t_).alias(n) for n, t_ in NEMESIS_COLUMNS]
-    rest = out.where(F.col("tag").isin(*SMALL_TAGS)).select(
-        "*", F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"))
+    mine = out.where(F.col("tag").isin(*SMALL_TAGS, EXAMPLE, TALLY, NAMED)).select("*", *padding)
     nemesis = (t.rows.where((F.col("kind") == OP_ROW) & (F.col("route") == NEMESIS_ROUTE))
                .select(F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS]))
     nemesis = nemesis.select(*[F.col(c) if c in nemesis.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
-                               for c in OUTPUT_SCHEMA.names],
-                             F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"),
-                             *[F.col(n) for n, _ in NEMESIS_COLUMNS])
-    lowest = F.least(F.col("offset"), F.array_min(F.col("offsets")))
-    named = (out.where((F.col("tag") == ANOMALY) & F.col("key").isNotNull())
-             .groupBy("key").agg(F.min(lowest).alias("offset"))
-             .select(F.lit(NAMED_TAG).alias("tag"), "key", "offset"))
-    named = named.select(*[F.col(c) if c in named.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
-                           for c in OUTPUT_SCHEMA.names],
-                         F.lit(None).cast("int").alias("n"), F.lit(None).cast("long").alias("count"), *padding)
-    rows = fetch_rows(ranked.select("*", *padding).unionByName(rest.select("*", *padding)).unionByName(nemesis)
-                      .unionByName(named))
+                               for c in OUTPUT_SCHEMA.names], *[F.col(n) for n, _ in NEMESIS_COLUMNS])
+    table = mine.unionByName(nemesis).toArrow()
+    is_cover = pc.equal(table.column("tag"), COVER)
+    rows = table_rows(table.filter(pc.invert(is_cover))) + table_rows(table.filter(is_cover), ("values",))
     found: dict = {}
-    counts, examples = {}, {}
     for row in rows:
-        tag = row["tag"]
-        if tag == ANOMALY:
-            counts[row["name"]] = row["count"]
-            examples.setdefault(row["name"], []).append(row)
-        else:
-            found.setdefault(tag, []).append(row)
-    for name in examples:
-        examples[name].sort(key=lambda r: r["n"])
+        found.setdefault(row["tag"], []).append(row)
+    counts, examples, named = merge_summaries(found.pop(TALLY, []), found.pop(EXAMPLE, []), found.pop(NAMED, []), keep)
+    found[NAMED_TAG] = [{"key": key, "offset": offset} for key, offset in sorted(named.items())]
     t.cache["small"] = found
     return counts, examples
 

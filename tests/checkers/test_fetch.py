@@ -1,6 +1,8 @@
 """fetch_rows: the rows collect() would give, as dicts, through Arrow."""
 
-from checkers.fetch import fetch_rows
+import numpy as np
+
+from checkers.fetch import fetch_rows, table_rows
 
 
 def test_rows_come_back_as_collect_gives_them(spark):
@@ -14,3 +16,12 @@ def test_rows_come_back_as_collect_gives_them(spark):
 def test_an_empty_result_is_an_empty_list(spark):
     frame = spark.createDataFrame([(1,)], "key long").where("key > 1")
     assert fetch_rows(frame) == []
+
+
+def test_named_list_columns_come_back_as_numpy_arrays(spark):
+    frame = spark.createDataFrame([(1, [3, 4]), (2, None), (3, [])], "key long, values array<long>")
+    rows = table_rows(frame.toArrow(), ("values",))
+    assert [row["key"] for row in rows] == [1, 2, 3]
+    assert rows[0]["values"].tolist() == [3, 4] and rows[0]["values"].dtype == np.int64
+    assert rows[1]["values"] is None
+    assert rows[2]["values"].tolist() == []
