@@ -61,7 +61,7 @@ def _first(group: list[dict], keep: int) -> list[tuple[dict, np.ndarray]]:
         last = ordered[keep - 1]
         tied = np.logical_and.reduce([column[ordered[keep:]] == column[last] for column in scalars])
         ordered = np.concatenate([ordered[:keep], ordered[keep:][tied]])
-    candidates = sorted(ordered.tolist(), key=lambda i: example_key(_row(group[which[i]], int(rows[i]))))[:keep]
+    candidates = sorted(ordered.tolist(), key=lambda i: example_key(part_row(group[which[i]], int(rows[i]))))[:keep]
     chosen = []
     for i, part in enumerate(group):
         mine = sorted(int(rows[c]) for c in candidates if which[c] == i)
@@ -70,9 +70,10 @@ def _first(group: list[dict], keep: int) -> list[tuple[dict, np.ndarray]]:
     return chosen
 
 
-def _row(part: dict, i: int) -> dict:
-    """Row i of a part, as the driver would see it (None for NULL)."""
-    row = {c: (None if part[c][i] == NULL else int(part[c][i])) for c in ("time", "key", "value", "offset")}
+def part_row(part: dict, i: int, scalars: tuple[str, ...] = ("time", "key", "value", "offset")) -> dict:
+    """Row i of a part, as the driver would see it (None for NULL): these
+    scalar columns and the list columns."""
+    row = {c: (None if part[c][i] == NULL else int(part[c][i])) for c in scalars}
     for column in ("offsets", "values", "ops"):
         if column in part["lists"]:
             offsets, flat = part["lists"][column]

@@ -11,7 +11,7 @@ from checker_histories import History, poll, send
 
 from checkers import passes
 from checkers.arrays import NULL
-from checkers.examples import example_key, merge_summaries, partition_summary
+from checkers.examples import example_key, merge_summaries, part_row, partition_summary
 from checkers.load import load
 
 EXAMPLE, TALLY, NAMED = 101, 102, 103
@@ -66,15 +66,8 @@ def _as_rows(parts):
     rows = []
     for part in parts:
         for i in range(part["n"]):
-            row = {"tag": int(part["tag"][i]), "name": part["name"]}
-            for column in ("key", "value", "offset", "time", "a"):
-                row[column] = None if part[column][i] == NULL else int(part[column][i])
-            for column in ("offsets", "values", "ops"):
-                if column in part["lists"]:
-                    offsets, flat = part["lists"][column]
-                    row[column] = flat[offsets[i]:offsets[i + 1]].tolist()
-                else:
-                    row[column] = None
+            row = {"tag": int(part["tag"][i]), "name": part["name"],
+                   **part_row(part, i, ("key", "value", "offset", "time", "a"))}
             rows.append(row)
     return rows
 
