@@ -22,9 +22,9 @@ from checkers import allowed as permissions
 from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.elle import elle_section
-from checkers.examples import example_key
+from checkers.examples import example_key, named_offsets
 from checkers.load import Tables, history_path, load
-from checkers.pictures import named_offsets, partitions
+from checkers.pictures import partitions
 from checkers.spark import get_spark, prestart_python_workers
 from checkers.stats import compute_stats
 from harness.atomic import write_json

@@ -29,6 +29,20 @@ def example_key(row: dict) -> tuple:
             asc(row.get("offset")), asc(row.get("offsets")), asc(row.get("values")), asc(row.get("ops")))
 
 
+def named_offsets(rows) -> dict:
+    """key -> the lowest offset anomaly rows name on it (None when they name the key only)."""
+    named: dict = {}
+    for row in rows:
+        key = row["key"]
+        if key is None:
+            continue
+        offsets = [o for o in [row["offset"], *(row["offsets"] or [])] if o is not None]
+        low = min(offsets) if offsets else None
+        current = named.get(key, "absent")
+        named[key] = low if current == "absent" or current is None else (current if low is None else min(current, low))
+    return named
+
+
 def partition_summary(parts: list[dict], keep: int, tags: tuple[int, int, int]) -> list[dict]:
     """Rows parts (checkers/keypass.Rows) summing up the anomaly parts given:
     per name a count (tag `tally`, in column a) and its first `keep` rows in
@@ -138,7 +152,7 @@ def merge_summaries(tallies: list[dict], examples: list[dict], named: list[dict]
                     keep: int) -> tuple[dict, dict, dict]:
     """The partitions' summary rows (dicts) merged: (counts by name, the
     first `keep` examples by name in example_key order, key -> the lowest
-    offset named on it or None)."""
+    offset named on it or None, as named_offsets of the named rows)."""
     counts: dict = {}
     for row in tallies:
         counts[row["name"]] = counts.get(row["name"], 0) + row["a"]
@@ -146,11 +160,4 @@ def merge_summaries(tallies: list[dict], examples: list[dict], named: list[dict]
     for row in examples:
         chosen.setdefault(row["name"], []).append(row)
     chosen = {name: sorted(rows, key=example_key)[:keep] for name, rows in chosen.items()}
-    lowest: dict = {}
-    for row in named:
-        key, offset = row["key"], row["offset"]
-        if lowest.get(key) is None:
-            lowest[key] = offset
-        elif offset is not None:
-            lowest[key] = min(lowest[key], offset)
-    return counts, chosen, lowest
+    return counts, chosen, named_offsets(named)

@@ -27,8 +27,6 @@ def table_rows(table: pa.Table, numpy_lists: tuple[str, ...] = ()) -> list[dict]
     rows = table.drop_columns(list(numpy_lists)).to_pylist()
     for name in numpy_lists:
         column = table.column(name).combine_chunks()
-        if isinstance(column, pa.ChunkedArray):  # an empty table
-            continue
         offsets = column.offsets.to_numpy()
         flat = column.values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         valid = column.is_valid().to_numpy(zero_copy_only=False)

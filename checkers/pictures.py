@@ -20,20 +20,6 @@ MARGIN = 50
 STATUS_ORDER = ["inconsistent", "duplicate", "aborted", "lost", "unseen", "unacked", "acked-unread", "read"]
 
 
-def named_offsets(rows) -> dict:
-    """key -> the lowest offset anomaly rows name on it (None when they name the key only)."""
-    named: dict = {}
-    for row in rows:
-        key = row["key"]
-        if key is None:
-            continue
-        offsets = [o for o in [row["offset"], *(row["offsets"] or [])] if o is not None]
-        low = min(offsets) if offsets else None
-        current = named.get(key, "absent")
-        named[key] = low if current == "absent" or current is None else (current if low is None else min(current, low))
-    return named
-
-
 def partitions(t: Tables, named: dict, max_offsets: int = MAX_OFFSETS) -> dict:
     """Per key named by an anomaly: topic, partition, truncated, offsets[{offset, index, values, status}]."""
     if not named:
