@@ -77,7 +77,7 @@ from checkers.fetch import fetch_rows
 from checkers.history import NEMESIS, OK, TXN
 from checkers.keypass import (COVER, EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, ROUTE, RT,
                               S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, Params, cover_bin)
-from checkers.load import OP_ROW, Tables, known_keys, pid_route
+from checkers.load import OP_ROW, Tables, free_rows, known_keys, pid_route, stored_rows
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -261,7 +261,7 @@ def _cycle_pass(t: Tables, intervals: dict) -> tuple[dict, set, list, list[int]]
     widest = [s for s in (I_WR, I_ALL) if s in intervals][-1:]
     params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals,
                     wide=intervals[widest[0]] if widest else None)
-    out = passes.key_pass(t, params, keys=_near_keys(t, intervals)).persist(t.storage)
+    out = stored_rows(passes.key_pass(t, params, keys=_near_keys(t, intervals)), t.storage)
     try:
         counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
         too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
@@ -270,7 +270,7 @@ def _cycle_pass(t: Tables, intervals: dict) -> tuple[dict, set, list, list[int]]
                            .select("tag", "key", "a", "b", "c", "d"))
                 if wanted else [])
     finally:
-        out.unpersist()
+        free_rows(out)
     routes = sorted({pid_route(r["a"]) for r in rows if r["tag"] == ROUTE})
     return counts, too_big, [r for r in rows if r["tag"] != ROUTE], routes
 

@@ -13,13 +13,13 @@ from pyspark.sql import functions as F
 from checkers import passes
 from checkers.history import OK, POLL
 from checkers.keypass import BOUND, LOG, MUST, POSITION, Params
-from checkers.load import Tables
+from checkers.load import Tables, stored_rows
 
 
 def _facts(t: Tables) -> DataFrame:
     if "facts" not in t.cache:
         params = Params(mode="facts", read_txns=passes.main_params(t).read_txns)
-        t.cache["facts"] = passes.key_pass(t, params).persist(t.storage)
+        t.cache["facts"] = stored_rows(passes.key_pass(t, params), t.storage)
     return t.cache["facts"]
 
 

@@ -10,8 +10,8 @@ rows the finders need, in a single pass: one `op` row per op, one row per
 micro-operation, marker rows for rebalances and consume-transform-produce
 inputs, and `problem` rows for lines that break the format. These rows are
 shuffled once by `route` (the key of a mop row, a per-process route for an
-op row) and kept as one persisted table, so that every later pass reads it
-instead of the history. Nothing of the history reaches the driver: the job
+op row) and kept as one stored table (a local checkpoint), so that every
+later pass reads it instead of the history. Nothing of the history reaches the driver: the job
 that stores the table also counts over it (one row comes back), and only the
 first bad line, if any, is fetched to name it in a one-line error.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,19 +72,21 @@ EVENT_SCHEMA = T.StructType([
 ])
 
 STORAGE = StorageLevel.MEMORY_AND_DISK
-# Above this much history, persisted tables go to local disk only. A 10M-event
+# Above this much history, stored tables go to local disk only. A 10M-event
 # history (1.4 GB) ran the 2 GB driver heap out of memory while its blocks were
 # being stored in memory (MemoryStore), whatever the partition size. Held in
 # memory, a 3.6M-event history (490 MiB) filled the heap: its check took
 # 44.3 s with the JVM at 2,556 MiB, against 29.7 s and 2,204 MiB on disk,
 # and a 1.5 GB heap ran out. On disk costs nothing measurable at 1M events
 # (a warm check 10.49 s against 10.62 s in memory, medians of 4), since the
-# blocks stay in the page cache; small runs keep the memory path.
+# blocks stay in the page cache; small runs keep the memory path. (Measured
+# with Spark's column cache; as checkpoints, a warm 1M check took 14.86 s
+# in memory against 15.08 s on disk, medians of 4: still no gain.)
 LARGE_HISTORY_BYTES = 64 << 20
 
 
 def storage_level(history: Path) -> StorageLevel:
-    """Where a run's persisted tables live: memory (spilling to disk) for
+    """Where a run's stored tables live: memory (spilling to disk) for
     ordinary runs, disk only for very large histories."""
     return StorageLevel.DISK_ONLY if history.stat().st_size > LARGE_HISTORY_BYTES else STORAGE
 
@@ -123,7 +124,7 @@ BYTES_PER_PARTITION = 64 << 20
 
 @dataclass
 class Tables:
-    """The loaded run (docs/CHECKERS.md): the persisted `rows` table and what
+    """The loaded run (docs/CHECKERS.md): the stored `rows` table and what
     the load learned on the way (`metrics`)."""
 
     spark: SparkSession
@@ -132,7 +133,7 @@ class Tables:
     metrics: dict
     directory: Path | None = None
     cache: dict = field(default_factory=dict)
-    storage: StorageLevel = field(default_factory=lambda: STORAGE)   # of every table persisted for this run
+    storage: StorageLevel = field(default_factory=lambda: STORAGE)   # of every table stored for this run
 
     @property
     def ops(self) -> DataFrame:
@@ -153,9 +154,9 @@ class Tables:
         """Frees everything this run keeps in Spark (the table and every cached result)."""
         for value in list(self.cache.values()):
             if isinstance(value, DataFrame):
-                value.unpersist()
+                free_rows(value)
         self.cache.clear()
-        self.rows.unpersist()
+        free_rows(self.rows)
 
 
 OP_COLUMNS = ("op", "invoke_index", "process", "f", "type", "invoke_time", "complete_time", "error", "txn_id",
@@ -236,17 +237,12 @@ def sql_rows(spark: SparkSession, history: Path, keys: list[int], torn: int) -> 
 
 def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, torn: int,
             name_problems: bool = True) -> Tables:
-    """Shuffles the rows by route, persists them and counts the metrics (one
+    """Shuffles the rows by route, stores them and counts the metrics (one
     job); raises GregorError for the first problem row if `name_problems`."""
     directory = history.parent
-    # A load of its own: without this the plan of a second load of the same
-    # path would match this table in Spark's cache and be served stale rows
-    # when the file changed in between (the filter is folded away when run).
-    this_load = F.lit(uuid.uuid4().hex)
-    rows = rows.where(F.col("kind").isNotNull() & this_load.isNotNull())
+    rows = rows.where(F.col("kind").isNotNull())
     storage = storage_level(history)
-    with session_conf(spark, COMPRESSED_CONF, "false"):
-        table = rows.repartition(_partitions(spark, history), "route").persist(storage)
+    table = stored_rows(rows.repartition(_partitions(spark, history), "route"), storage)
     try:
         # The job that stores the table also counts, over the stored rows: an
         # Observation on the rows before the shuffle cost a seventh of the
@@ -257,22 +253,30 @@ def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, tor
         if metrics["problems"] and name_problems:
             raise _first_problem(table, history)
     except BaseException:
-        table.unpersist()
+        free_rows(table)
         raise
     return Tables(spark=spark, test=test, rows=table, metrics=metrics, directory=directory, storage=storage)
 
 
-# Spark's column compression of a stored table saves 11% of its size (10M
-# events on disk: 1,461 against 1,646 MiB) and costs time: a tenth of the
-# load (57.6 s against 51.8 s; 1M in memory 7.1 s against 6.4 s), and for a
-# table on disk only (a history too large for memory) a 10M check as a new
-# process took 0.937 times as long without it (0.906 to 0.986, 5 pairs)
-# with its peak unchanged (2,322 against 2,376 MiB), while a 1M check was
-# unchanged (1.033, 0.998 to 1.069, 3 pairs). So no table is compressed
-# (docs/CHECKERS.md). An early 10M check had peaked higher without it
-# (3.54 and 3.41 GB against 2.97 and 3.11 GB), before the JVM's memory
-# settings of 2026-11-27 morning.
-COMPRESSED_CONF = "spark.sql.inMemoryColumnarStorage.compressed"
+def stored_rows(frame: DataFrame, storage: StorageLevel) -> DataFrame:
+    """`frame`'s rows kept for the rest of the check: a local checkpoint,
+    stored at `storage` by the first job that reads it (free it with
+    `free_rows`). Spark's cache (`persist`) would first build column batches
+    of every row: at 1M events that took 2 s more than the rows themselves,
+    and 168 MiB on disk against 68 (docs/CHECKERS.md). Planned without
+    adaptive execution, whose plan reports no partitioning: the checkpoint
+    then keeps the one by route, and no later pass by route shuffles."""
+    with session_conf(frame.sparkSession, "spark.sql.adaptive.enabled", "false"):
+        return frame.localCheckpoint(eager=False, storageLevel=storage)
+
+
+def free_rows(frame: DataFrame) -> None:
+    """Frees what `stored_rows` (or `persist`) stored: DataFrame.unpersist
+    alone does not free a checkpoint."""
+    frame.unpersist()
+    plan = frame._jdf.queryExecution().analyzed()
+    if plan.nodeName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def _partitions(spark: SparkSession, history: Path) -> int:

@@ -5,7 +5,7 @@ partition: `mapInArrow` hands each partition's key rows to the pass as
 Arrow batches of numeric columns, and the pass's output rows come back the
 same way. No shuffle, one Python round trip per partition.
 
-`main(t)` is the pass every check runs (persisted: several finders read its
+`main(t)` is the pass every check runs (stored: several finders read its
 output); before it, one small job answers the questions the pass needs
 from other keys or other ops (which `info` transactions had a send read,
 which transactions a newer instance fenced, which groups copy).
@@ -31,7 +31,7 @@ from checkers.examples import merge_summaries, partition_summary
 from checkers.keypass import (ANOMALY, COVER, EOS_POS, EXAMPLE, INFO_NODE, INPUT_COLUMNS, LAG, LATE, NAMED, SPAN, TALLY,
                               TORN, ZOMBIE_SEND, KeyPass, Params)
 from checkers.load import (COMMIT_ROW, INFO_CODE, KEY_KINDS, NEMESIS_ROUTE, OK_CODE, OP_ROW, POLL_ROW, SEND_ROW,
-                           Tables, known_keys)
+                           Tables, free_rows, known_keys, stored_rows)
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
 # four numbers whose meaning depends on the tag.
@@ -110,9 +110,9 @@ def _batch(part: dict) -> pa.RecordBatch:
 # ------------------------------------------------------------ the main pass
 
 def main(t: Tables) -> DataFrame:
-    """The main pass's output, persisted on first use (cached per run in t.cache)."""
+    """The main pass's output, stored by its first job (kept per run in t.cache)."""
     if "main" not in t.cache:
-        t.cache["main"] = key_pass(t, main_params(t)).persist(t.storage)
+        t.cache["main"] = stored_rows(key_pass(t, main_params(t)), t.storage)
     return t.cache["main"]
 
 
@@ -291,7 +291,7 @@ def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
     params = main_params(t)
     if params.examples < keep:  # the stored pass kept fewer: run it again
         if "main" in t.cache:
-            t.cache.pop("main").unpersist()
+            free_rows(t.cache.pop("main"))
         t.cache["params"] = replace(params, examples=keep)
     out = main(t)
     padding = [F.lit(None).cast(t_).alias(n) for n, t_ in NEMESIS_COLUMNS]

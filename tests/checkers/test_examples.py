@@ -133,6 +133,7 @@ def test_a_check_keeps_its_examples_when_asked_for_more_later(spark, tmp_path):
     for value in range(4):
         h.op(0, "send", [send(0, value, offset=value)])
     h.op(1, "poll", [poll(0, offset, offset % 4) for offset in range(8)])  # each value at two offsets
+    before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
     t = load(h.write(tmp_path), spark)
     try:
         passes.small(t)
@@ -141,3 +142,4 @@ def test_a_check_keeps_its_examples_when_asked_for_more_later(spark, tmp_path):
         assert [e["value"] for e in examples["duplicate"]] == [0, 1, 2]
     finally:
         t.release()
+    assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before  # the first pass's too

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from checker_histories import History, base_test, poll, send, write_run
 from checkers import facts
 from checkers import load as loading
 from checkers.check import check_dir
-from checkers.load import COMPRESSED_CONF, load, ops_with_mops
+from checkers.load import load, ops_with_mops
 from harness.errors import GregorError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -171,25 +170,24 @@ def _stored_mib(spark) -> float:
 
 
 @pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "disk-only"])
-def test_a_table_is_stored_uncompressed_and_the_session_keeps_its_setting(spark, tmp_path, monkeypatch, on_disk):
+def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spark, tmp_path, monkeypatch, on_disk):
     generate(tmp_path, 20_000)
     if on_disk:   # as for a history above LARGE_HISTORY_BYTES
         monkeypatch.setattr(loading, "LARGE_HISTORY_BYTES", 0)
-    spark.conf.set(COMPRESSED_CONF, "true")
+    before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
     baseline = _stored_mib(spark)  # tables other tests of this session still hold
+    tables = load(tmp_path, spark)
     try:
-        tables = load(tmp_path, spark)
-        uncompressed = _stored_mib(spark) - baseline
         assert tables.storage == (loading.StorageLevel.DISK_ONLY if on_disk else loading.STORAGE)
-        tables.release()
-        assert spark.conf.get(COMPRESSED_CONF) == "true"
-        monkeypatch.setattr(loading, "session_conf", lambda *args: contextlib.nullcontext())
-        tables = load(tmp_path, spark)
-        compressed = _stored_mib(spark) - baseline
-        tables.release()
+        assert _stored_mib(spark) > baseline   # stored by the load's own job
+        # A pass by route needs no shuffle: the stored table keeps its partitioning.
+        by_route = tables.rows.groupBy("route").count()
+        assert "Exchange" not in by_route._jdf.queryExecution().executedPlan().toString()
+        assert by_route.count() > 1
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"   # set back after planning the table
     finally:
-        spark.conf.unset(COMPRESSED_CONF)
-    assert uncompressed > 1.05 * compressed > 0
+        tables.release()
+    assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
 
 
 def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_results(spark, tmp_path, monkeypatch):
