@@ -106,7 +106,7 @@ def find_anomalies(t: Tables, max_examples: int, progress=print) -> tuple[dict, 
     eos_counts, eos_examples, eos_rows = found_eos
     counts.update(eos_counts)
     examples.update(eos_examples)
-    _name_offsets(named, eos_rows)
+    named_offsets(eos_rows, named)
     return counts, examples, named, stats
 
 
@@ -143,21 +143,7 @@ def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_exam
         examples.setdefault(row["name"], []).append(row)
     for name in {row["name"] for row in rows}:
         examples[name] = sorted(examples[name], key=example_key)[:max(max_examples, 1)]
-    _name_offsets(named, rows)
-
-
-def _name_offsets(named: dict, rows) -> None:
-    """Adds the keys and lowest offsets these anomaly rows name to `named`."""
-    for key, low in named_offsets(rows).items():
-        named[key] = _lower(named.get(key, "absent"), low)
-
-
-def _lower(current, low):
-    if current == "absent":
-        return low
-    if current is None or low is None:
-        return current if low is None else low
-    return min(current, low)
+    named_offsets(rows, named)
 
 
 def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:

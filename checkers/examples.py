@@ -29,17 +29,18 @@ def example_key(row: dict) -> tuple:
             asc(row.get("offset")), asc(row.get("offsets")), asc(row.get("values")), asc(row.get("ops")))
 
 
-def named_offsets(rows) -> dict:
-    """key -> the lowest offset anomaly rows name on it (None when they name the key only)."""
-    named: dict = {}
+def named_offsets(rows, named: dict | None = None) -> dict:
+    """key -> the lowest offset anomaly rows name on it (None when they name
+    the key only); folded into `named` when given, which is updated and returned."""
+    named = {} if named is None else named
     for row in rows:
         key = row["key"]
         if key is None:
             continue
         offsets = [o for o in [row["offset"], *(row["offsets"] or [])] if o is not None]
         low = min(offsets) if offsets else None
-        current = named.get(key, "absent")
-        named[key] = low if current == "absent" or current is None else (current if low is None else min(current, low))
+        current = named.get(key, low)
+        named[key] = low if current is None else (current if low is None else min(current, low))
     return named
 
 

@@ -11,9 +11,10 @@ micro-operation, marker rows for rebalances and consume-transform-produce
 inputs, and `problem` rows for lines that break the format. These rows are
 shuffled once by `route` (the key of a mop row, a per-process route for an
 op row) and kept as one stored table (a local checkpoint), so that every
-later pass reads it instead of the history. Nothing of the history reaches the driver: the job
-that stores the table also counts over it (one row comes back), and only the
-first bad line, if any, is fetched to name it in a one-line error.
+later pass reads it instead of the history. Nothing of the history reaches
+the driver: the job that stores the table also counts over it (one row
+comes back), and only the first bad line, if any, is fetched to name it in
+a one-line error.
 """
 
 from __future__ import annotations
@@ -271,9 +272,7 @@ def stored_rows(frame: DataFrame, storage: StorageLevel) -> DataFrame:
 
 
 def free_rows(frame: DataFrame) -> None:
-    """Frees what `stored_rows` (or `persist`) stored: DataFrame.unpersist
-    alone does not free a checkpoint."""
-    frame.unpersist()
+    """Frees what `stored_rows` stored (DataFrame.unpersist does not free a checkpoint)."""
     plan = frame._jdf.queryExecution().analyzed()
     if plan.nodeName() == "LogicalRDD":
         plan.rdd().unpersist(False)
