@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,7 +211,12 @@ def _process_spans(t: Tables) -> list[tuple]:
 def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
     op -> its time, for the covered ops brought to the driver)."""
-    counts, too_big, rows, routes = _cycle_pass(t, intervals)
+    # The graph ops' plan does not depend on the cycle pass: it is built on a
+    # thread of its own while the pass's job runs.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-ports") as pool:
+        planned = pool.submit(_graph_op_ports, t)
+        counts, too_big, rows, routes = _cycle_pass(t, intervals)
+        ports = planned.result()
     data: dict = {}
     nodes: dict = {}
     for r in rows:
@@ -222,12 +228,12 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     ordered = [s for s in (I_WR, I_ALL) if s in intervals and s not in too_big]
     # The widest set's routes serve a narrower one: whole processes are
     # taken, and each set's own cover filter is applied to their ops.
-    wide = _covered_ops(t, intervals[ordered[-1]], routes) if ordered else None
+    wide = _covered_ops(t, intervals[ordered[-1]], routes, ports) if ordered else None
     times = {}
     for interval_set in ordered:
         ops = wide
         if isinstance(ops, str) and interval_set != ordered[-1]:
-            ops = _covered_ops(t, intervals[interval_set], routes)
+            ops = _covered_ops(t, intervals[interval_set], routes, ports)
         if not isinstance(ops, str) and (ops is not wide or interval_set == ordered[-1]):
             times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)  # once per collect
         ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
@@ -296,10 +302,11 @@ def _near_keys(t: Tables, intervals: dict) -> list[int] | None:
     return None if len(near) >= len(known_keys(t.test)) else near
 
 
-def _graph_ops(t: Tables, routes: list[int] | None = None) -> DataFrame:
+def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | None = None) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi, and
-    the out port of the process's previous graph op (of these routes only, if given)."""
-    graph = _graph_op_ports(t)
+    the out port of the process's previous graph op (of these routes only, if given).
+    `ports`: `_graph_op_ports(t)` if already built."""
+    graph = _graph_op_ports(t) if ports is None else ports
     if routes is not None:
         graph = graph.where(F.col("route").isin(routes))
     # An op row's route is its process's (checkers/load.py), and the table is
@@ -360,13 +367,13 @@ def _info_nodes(t: Tables) -> dict:
     return nodes
 
 
-def _covered_ops(t: Tables, intervals, routes: list[int]) -> list | str:
+def _covered_ops(t: Tables, intervals, routes: list[int], ports: DataFrame | None = None) -> list | str:
     """The graph ops with a port inside the intervals, or why they were not
     brought to the driver. `routes`: processes that include every one with
     such an op (from the cycle pass); the process order needs all of their graph ops."""
     if not routes:
         return []
-    ops = _graph_ops(t, routes)
+    ops = _graph_ops(t, routes, ports)
     if len(intervals[0]) <= SQL_INTERVALS:
         ops = ops.where(_inside(intervals, F.col("in_phi"), F.col("out_phi")))
     else:

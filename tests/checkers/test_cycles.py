@@ -487,7 +487,7 @@ def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp
     covered_by = cycles._covered_ops
     monkeypatch.setattr(cycles, "_near_keys", lambda _t, _intervals: None)
     monkeypatch.setattr(cycles, "_covered_ops",
-                        lambda t_, interval_set, _routes: covered_by(t_, interval_set, every_route))
+                        lambda t_, interval_set, _routes, ports=None: covered_by(t_, interval_set, every_route, ports))
     assert found == sorted(map(tuple, cycles.cycle_rows(t))) and "G1c" in {row[0] for row in found}
 
 
