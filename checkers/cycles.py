@@ -212,11 +212,11 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
     op -> its time, for the covered ops brought to the driver)."""
     # The graph ops' plan does not depend on the cycle pass: it is built on a
-    # thread of its own while the pass's job runs.
+    # thread of its own while the pass's job runs, if a process order needs it.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-ports") as pool:
-        planned = pool.submit(_graph_op_ports, t)
+        planned = pool.submit(_graph_op_ports, t) if I_WR in intervals or I_ALL in intervals else None
         counts, too_big, rows, routes = _cycle_pass(t, intervals)
-        ports = planned.result()
+        ports = planned.result() if planned else None
     data: dict = {}
     nodes: dict = {}
     for r in rows:
