@@ -126,13 +126,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0:
         parser.error("--rounds must be at least 1 and --warmup at least 0")
+    for directory in args.dir:
+        if not (directory / "history.jsonl").is_file():
+            parser.error(f"{directory} has no history.jsonl: --dir takes a run directory")
     from checkers.spark import get_spark
 
     spark = get_spark()
     rows = []
     for directory in args.dir:
-        if not (directory / "history.jsonl").is_file():
-            parser.error(f"{directory} has no history.jsonl: --dir takes a run directory")
         events = sum(1 for _ in (directory / "history.jsonl").open("rb"))
         print(f"{directory}: {events:,} lines", flush=True)
         rows.append(compare(spark, directory, events, args.rounds, args.warmup))
