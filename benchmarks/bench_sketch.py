@@ -84,26 +84,26 @@ def compare(spark, directory: Path, events: int, rounds: int, warmup: int) -> di
     from checkers.check import check_dir
 
     history = directory / "history.jsonl"
-    def floor() -> float:
-        with contextlib.redirect_stdout(io.StringIO()):
-            return events / spark_floor(spark, history, events, parse_alone=False)[SHUFFLED]
 
-    def check() -> float:
-        return timed(lambda: check_dir(directory, spark, max_examples=50, progress=lambda _m: None))
+    def one_round() -> tuple[float, float, float]:
+        """Seconds of the floor, the empty sketch and the check, in that order."""
+        with contextlib.redirect_stdout(io.StringIO()):
+            floor = events / spark_floor(spark, history, events, parse_alone=False)[SHUFFLED]
+        sketch = timed(lambda: empty_sketch(spark, history))
+        check = timed(lambda: check_dir(directory, spark, max_examples=50, progress=lambda _m: None))
+        return floor, sketch, check
 
     for n in range(warmup):
-        floor(), timed(lambda: empty_sketch(spark, history)), check()
+        one_round()
         print(f"  warm-up round {n + 1} of {warmup} done", flush=True)
-    times: dict[str, list[float]] = {"floor": [], "sketch": [], "check": []}
+    timed_rounds = []
     for n in range(rounds):
-        times["floor"].append(floor())
-        times["sketch"].append(timed(lambda: empty_sketch(spark, history)))
-        times["check"].append(check())
-        f, s, c = (times[k][-1] for k in ("floor", "sketch", "check"))
+        f, s, c = one_round()
+        timed_rounds.append((f, s, c))
         print(f"  round {n + 1}: floor {f:.2f}s  empty sketch {s:.2f}s ({f / s:.0%} of it)  "
               f"check {c:.2f}s ({f / c:.0%})", flush=True)
-    medians = {k: statistics.median(v) for k, v in times.items()}
-    return {"events": events, **medians}
+    floor, sketch, check = (statistics.median(column) for column in zip(*timed_rounds))
+    return {"events": events, "floor": floor, "sketch": sketch, "check": check}
 
 
 def summary(rows: list[dict]) -> None:
