@@ -11,7 +11,7 @@ from workloads.generators import Plans
 
 
 def make_client(spec, link):
-    kinds = {"committer": CommittingClient, "processor": ProcessingConsumer, "holder": HoldingClient}
+    kinds = {"sender": HangingSender, "committer": CommittingClient, "processor": ProcessingConsumer, "holder": HoldingClient}
     return kinds.get(spec.role, FakeClient)(spec, link)
 
 
@@ -31,6 +31,15 @@ class FakeClient(Client):
             self.complete("info", mops, error="_MSG_TIMED_OUT")
         else:
             self.complete("ok", [dict(m, offset=self.count) for m in mops])
+
+
+class HangingSender(FakeClient):
+    """A producer whose send is never acknowledged: a kill always lands while
+    its op is in flight, however busy the machine."""
+
+    def step(self):
+        self.invoke("send", self.plans.sends(2))
+        time.sleep(60)
 
 
 class CommittingClient(FakeClient):
