@@ -49,19 +49,25 @@ def lab(sandbox):
     assert leftovers(sandbox) == []
 
 
-def crash_during(fault: str, sandbox, store) -> list[dict]:
-    """Starts a run, SIGKILLs it (and its clients) while `fault` is in force; the ledger entries left."""
+def crash_during(fault: str, sandbox, store, in_force) -> list[dict]:
+    """Starts a run, SIGKILLs it (and its clients) once `fault` is in force on
+    every node its ledger entry names (`in_force(node_name)`); the entries left."""
     ledger = Ledger.for_lab(LAB)
     run = subprocess.Popen([GREGOR, "run", "--lab", LAB, *sandbox.flags(), "--workload", "queue", "--no-check",
-                            "--time-limit", "120", "--nemesis", fault, "--nemesis-interval", "2",
+                            "--time-limit", "120", "--nemesis", fault, "--nemesis-interval", "10",
                             "--nemesis-targets", "one", "--store", str(store)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not any(entry.get("fault") == fault for entry in ledger.entries()):
+        while not (entries := [e for e in ledger.entries() if e.get("fault") == fault]):
             assert run.poll() is None and time.monotonic() < deadline, f"no {fault} fault came into force"
             time.sleep(0.05)
-        time.sleep(0.5)   # the entry is written just before the fault is applied
+        # The entry is written just before the fault is applied, node by node
+        # over SSH: wait until it holds on every node the entry names, however slow.
+        while not all(in_force(name) for name in entries[0]["nodes"]):
+            if run.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     finally:
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
@@ -69,7 +75,7 @@ def crash_during(fault: str, sandbox, store) -> list[dict]:
 
 
 def test_a_crashed_run_leaves_its_partition_on_the_hosts(lab, sandbox, tmp_path):
-    entries = crash_during("partition", sandbox, tmp_path)
+    entries = crash_during("partition", sandbox, tmp_path, lambda name: netfaults.rules(lab.node(name)))
     cut = [name for entry in entries for name in entry["nodes"]]
     assert cut and all(netfaults.rules(lab.node(name)) for name in cut), "the partition was not in force"
 
@@ -106,7 +112,7 @@ def test_the_next_run_heals_it_and_60_s_of_faults_over_ssh_come_out_valid(lab, s
 
 def test_lab_down_over_ssh_cleans_the_hosts_without_the_state_file(lab, sandbox, tmp_path):
     """A controller that crashed mid-pause and lost /run: `lab down --hosts` still finds it all."""
-    entries = crash_during("pause", sandbox, tmp_path)
+    entries = crash_during("pause", sandbox, tmp_path, lambda name: lab.node(name).state() == "paused")
     paused = [name for entry in entries for name in entry["nodes"]]
     assert paused and all(lab.node(name).state() == "paused" for name in paused)
     state_path(LAB).unlink()
