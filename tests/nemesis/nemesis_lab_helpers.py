@@ -70,16 +70,22 @@ def tcp_connects(node, address: str, port: int = 9092, timeout: float = 1.5) -> 
 
 
 UDP_PORT = 47123
-# Listens for `listen` seconds; after 0.5 s (every node's listener is up by
-# then) sends `count` numbered datagrams to each destination.
+# Listens for `listen` seconds; after 1 s (every node's listener is up by
+# then, even with the probes started a moment apart on a loaded machine)
+# sends `count` numbered datagrams to each destination. A receive buffer of
+# 4 MiB holds a whole burst while a starved listener is not scheduled.
 _PROBE = """
 import socket, sys, threading, time
 port, listen, count, dests = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    s.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 4 << 20)
+except OSError:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
 s.bind(("0.0.0.0", port))
 s.settimeout(0.2)
 def send():
-    time.sleep(0.5)
+    time.sleep(1.0)
     out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for i in range(count):
         for ip in dests:
@@ -100,7 +106,7 @@ print(" ".join(f"{ip}={len(d)}" for ip, d in sorted(seen.items())), flush=True)
 """
 
 
-def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 2.5) -> dict[tuple[str, str], int]:
+def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 3.0) -> dict[tuple[str, str], int]:
     """Distinct datagrams that arrived, per directed (source, destination) pair.
 
     UDP needs no answer, so unlike TCP it shows one-way cuts as one-way.
