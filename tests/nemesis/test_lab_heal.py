@@ -30,7 +30,8 @@ from nemesis_lab_helpers import ClientInfo, ListContext
 lab = Lab.attach(sys.argv[3])
 clients = [ClientInfo(process=0, pid=int(sys.argv[6]), role="producer")] if sys.argv[6] != "-" else []
 ctx = ListContext(lab, clients=clients)
-runner = NemesisRunner(ctx, faults=[sys.argv[4]], interval_s=3.0, targets=[sys.argv[5]], seed=3)
+runner = NemesisRunner(ctx, faults=[sys.argv[4]], interval_s=3.0, targets=[sys.argv[5]], seed=3,
+                       hold_s=300.0)   # held until the test ends it, however slow the machine
 runner.start()
 try:
     time.sleep(300)
