@@ -50,11 +50,46 @@ def test_some_transactions_are_aborted_on_purpose_and_most_are_not():
     assert 40 < aborts < 200
 
 
-def test_a_pacer_spaces_ops_at_the_rate():
-    import time
-    pacer = Pacer(200.0)
-    start = time.monotonic()
+class FakeClock:
+    """time for Pacer, advanced only by its sleeps and by `stall`: the test
+    measures the pacing, not how busy the machine is."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def stall(self, seconds):
+        self.now += seconds
+
+
+def test_a_pacer_spaces_ops_at_the_rate(monkeypatch):
+    import workloads.generators as generators
+    clock = FakeClock()
+    monkeypatch.setattr(generators, "time", clock)
+    pacer = Pacer(256.0)        # an interval (1/256 s) that floats hold exactly
+    start = clock.monotonic()
     ops = 0
     while pacer.wait(start + 0.25):
         ops += 1
-    assert 20 <= ops <= 60   # never above the rate; below it only as far as a busy machine lags
+    assert ops == 64
+
+
+def test_a_pacer_does_not_burst_after_a_stall(monkeypatch):
+    """It banks at most one interval of debt: after a 1 s stall, one op at once, then the rate again."""
+    import workloads.generators as generators
+    clock = FakeClock()
+    monkeypatch.setattr(generators, "time", clock)
+    pacer = Pacer(100.0)
+    assert pacer.wait(clock.monotonic() + 10)
+    clock.stall(1.0)
+    times = []
+    for _ in range(4):
+        assert pacer.wait(clock.monotonic() + 10)
+        times.append(clock.monotonic())
+    gaps = [round(b - a, 6) for a, b in zip(times, times[1:])]
+    assert gaps == [0.0, 0.01, 0.01], gaps
