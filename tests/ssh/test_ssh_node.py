@@ -97,7 +97,10 @@ def test_files_are_uploaded_once_and_checked(node, tmp_path):
 
 def test_a_spawned_process_outlives_its_command_and_is_found_by_its_pid(node):
     pid = node.spawn(["sleep", "300"], log=f"{node.home}/sleep.log", pid_file=f"{node.home}/sleep.pid")
-    time.sleep(0.3)
     assert node.exec(["cat", f"{node.home}/sleep.pid"]).stdout.strip() == str(pid)
-    assert node.exec(["ps", "-o", "args=", "-p", str(pid)]).stdout.strip() == "sleep 300"
+    deadline = time.monotonic() + 10     # the pid is the shell's until it execs sleep
+    while (args := node.exec(["ps", "-o", "args=", "-p", str(pid)], check=False).stdout.strip()) != "sleep 300" \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert args == "sleep 300"
     node.exec(["kill", str(pid)])
