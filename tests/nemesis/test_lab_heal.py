@@ -15,6 +15,7 @@ from nemesis.ledger import Ledger
 from harness.procfs import proc_state as process_state
 
 from nemesis_lab_helpers import all_pairs, udp_reachability
+from polling import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -59,10 +60,7 @@ def no_harness_left(lab):
 
 def wait_for(condition, what: str, timeout: float = 30) -> None:
     """Faults take effect a moment after their ledger entry (longer on a busy machine)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
-        time.sleep(0.05)
+    assert wait_until(condition, timeout), f"{what} within {timeout:.0f} s"
 
 
 def start_harness(lab, fault, target, client_pid=None):

@@ -6,7 +6,6 @@ command that started it."""
 from __future__ import annotations
 
 import hashlib
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from backend_params import lab_name
 from harness.backends import ssh_files
 from harness.backends.ssh import SshBackend
 from harness.errors import GregorError
+from polling import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -98,9 +98,8 @@ def test_files_are_uploaded_once_and_checked(node, tmp_path):
 def test_a_spawned_process_outlives_its_command_and_is_found_by_its_pid(node):
     pid = node.spawn(["sleep", "300"], log=f"{node.home}/sleep.log", pid_file=f"{node.home}/sleep.pid")
     assert node.exec(["cat", f"{node.home}/sleep.pid"]).stdout.strip() == str(pid)
-    deadline = time.monotonic() + 10     # the pid is the shell's until it execs sleep
-    while (args := node.exec(["ps", "-o", "args=", "-p", str(pid)], check=False).stdout.strip()) != "sleep 300" \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert args == "sleep 300"
+    def args() -> str:
+        return node.exec(["ps", "-o", "args=", "-p", str(pid)], check=False).stdout.strip()
+
+    assert wait_until(lambda: args() == "sleep 300", timeout=10), args()   # the shell's pid until it execs sleep
     node.exec(["kill", str(pid)])

@@ -22,6 +22,7 @@ from backend_params import lab_name
 from harness import netfaults, registry
 from harness.lab import Lab, state_path
 from nemesis.ledger import Ledger
+from polling import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -64,10 +65,8 @@ def crash_during(fault: str, sandbox, store, in_force) -> list[dict]:
             time.sleep(0.05)
         # The entry is written just before the fault is applied, node by node
         # over SSH: wait until it holds on every node the entry names, however slow.
-        while not all(in_force(name) for name in entries[0]["nodes"]):
-            if run.poll() is not None or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        wait_until(lambda: run.poll() is not None or all(in_force(name) for name in entries[0]["nodes"]),
+                   timeout=deadline - time.monotonic(), interval=0.1)
     finally:
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()

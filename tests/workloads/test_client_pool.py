@@ -10,6 +10,7 @@ from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outc
 from workloads.history import HistoryWriter, read_history
 
 from history_rules import problems
+from polling import wait_until
 
 KEYS = {"0": ["t", 0], "1": ["t", 1]}
 TEST = {"keys": KEYS, "concurrency": 3}
@@ -20,13 +21,6 @@ def specs(start_ns, seconds):
     return [ClientSpec(slot=s, process=s, role="producer", module="fake_clients",
                        stride=3, seed=1, keys=[0, 1], key_map=KEYS, bootstrap="unused",
                        options={}, start_ns=start_ns, deadline=deadline) for s in range(3)]
-
-
-def until(condition, timeout: float = 10.0) -> None:
-    """Waits for what a client tells the pool, however loaded the machine."""
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def run_pool(tmp_path, seconds, during=None, wait_for_exit=True):
@@ -78,7 +72,7 @@ def test_with_resend_a_replacement_is_given_the_sends_its_predecessor_had_in_fli
     writer = HistoryWriter(str(tmp_path / "h.jsonl"))
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None, resend=True)
     pool.spawn(replace(specs(writer.start_ns, 10.0)[0], role="sender"))
-    until(lambda: pool.pending(0) is not None)
+    wait_until(lambda: pool.pending(0) is not None, interval=0.01)
     in_flight = pool.pending_sends(0)
     old, new = pool.kill_process(pool.process_of(0))
     extra = dict(pool.live[0].spec.extra)
@@ -103,7 +97,7 @@ def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None, resend=True)
     spec = replace(specs(writer.start_ns, 10.0)[0], role="committer")
     pool.spawn(spec)
-    until(lambda: pool.live[0].committing is not None)     # it has told the pool that it asked to commit
+    wait_until(lambda: pool.live[0].committing is not None, interval=0.01)     # it has told the pool that it asked to commit
     ids: list = []
     killer = threading.Thread(target=lambda: ids.extend(pool.kill_process(pool.process_of(0))), daemon=True)
     killer.start()
@@ -149,7 +143,7 @@ def test_a_consumer_killed_while_it_processes_lists_what_it_had_read(tmp_path):
     writer = HistoryWriter(str(tmp_path / "h.jsonl"))
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
     pool.spawn(replace(specs(writer.start_ns, 10.0)[0], role="processor"))
-    until(lambda: pool.live[0].polled is not None)     # it has told the pool what it polled
+    wait_until(lambda: pool.live[0].polled is not None, interval=0.01)     # it has told the pool what it polled
     old, _new = pool.kill_process(pool.process_of(0))
     pool.stop_all(grace_s=1)
     writer.close()

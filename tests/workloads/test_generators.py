@@ -1,5 +1,6 @@
 """Generators: reproducible from the seed, values unique per key across clients."""
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from workloads.generators import GENERATION_BLOCK, Pacer, Plans, ValueSource
@@ -51,8 +52,8 @@ def test_some_transactions_are_aborted_on_purpose_and_most_are_not():
 
 
 class FakeClock:
-    """time for Pacer, advanced only by its sleeps and by `stall`: the test
-    measures the pacing, not how busy the machine is."""
+    """time for Pacer, advanced only by sleeps (its own, and the test's as a
+    stall): the test measures the pacing, not how busy the machine is."""
 
     def __init__(self):
         self.now = 100.0
@@ -63,14 +64,16 @@ class FakeClock:
     def sleep(self, seconds):
         self.now += seconds
 
-    def stall(self, seconds):
-        self.now += seconds
 
-
-def test_a_pacer_spaces_ops_at_the_rate(monkeypatch):
+@pytest.fixture
+def clock(monkeypatch):
     import workloads.generators as generators
-    clock = FakeClock()
-    monkeypatch.setattr(generators, "time", clock)
+    fake = FakeClock()
+    monkeypatch.setattr(generators, "time", fake)
+    return fake
+
+
+def test_a_pacer_spaces_ops_at_the_rate(clock):
     pacer = Pacer(256.0)        # an interval (1/256 s) that floats hold exactly
     start = clock.monotonic()
     ops = 0
@@ -79,14 +82,11 @@ def test_a_pacer_spaces_ops_at_the_rate(monkeypatch):
     assert ops == 64
 
 
-def test_a_pacer_does_not_burst_after_a_stall(monkeypatch):
+def test_a_pacer_does_not_burst_after_a_stall(clock):
     """It banks at most one interval of debt: after a 1 s stall, one op at once, then the rate again."""
-    import workloads.generators as generators
-    clock = FakeClock()
-    monkeypatch.setattr(generators, "time", clock)
     pacer = Pacer(100.0)
     assert pacer.wait(clock.monotonic() + 10)
-    clock.stall(1.0)
+    clock.sleep(1.0)            # the stall
     times = []
     for _ in range(4):
         assert pacer.wait(clock.monotonic() + 10)
