@@ -110,8 +110,10 @@ class Generator:
         offset, value = self._record(key)
         self.sends_on[key] += 1
         self.pending[key].append((offset, value))
-        self.op(f'"process":{process},"type":"invoke","f":"send","mops":[{{"f":"send","key":{key},"value":{value}}}]',
-                f'"process":{process},"type":"ok","f":"send","mops":[{{"f":"send","key":{key},"value":{value},"offset":{offset}}}]')
+        self.op(
+            f'"process":{process},"type":"invoke","f":"send","mops":[{{"f":"send","key":{key},"value":{value}}}]',
+            f'"process":{process},"type":"ok","f":"send","mops":[{{"f":"send","key":{key},"value":{value},"offset":{offset}}}]',
+        )
         if key == LOST_KEY and self.sends_on[key] == 10:
             self.pending[key].pop()  # no consumer will ever read it
             self.planted["lost-write"] = {"key": key, "value": value}
@@ -133,8 +135,10 @@ class Generator:
             mops_ok.append(f'{{"f":"send","key":{key},"value":{value},"offset":{offset}}}')
             self.next_offset[key] += 1  # the commit marker's offset
         txn_id = f'"txn_id":"tx-{process}"'
-        self.op(f'"process":{process},"type":"invoke","f":"txn",{txn_id},"mops":[{",".join(mops_in)}]',
-                f'"process":{process},"type":"ok","f":"txn",{txn_id},"mops":[{",".join(mops_ok)}]')
+        self.op(
+            f'"process":{process},"type":"invoke","f":"txn",{txn_id},"mops":[{",".join(mops_in)}]',
+            f'"process":{process},"type":"ok","f":"txn",{txn_id},"mops":[{",".join(mops_ok)}]',
+        )
 
     def aborted(self, process: int) -> None:
         """An aborted transaction whose record a consumer nevertheless returns."""
@@ -143,8 +147,10 @@ class Generator:
         self.pending[ABORT_KEY].append((offset, value))
         txn_id = f'"txn_id":"tx-{process}"'
         mop = f'{{"f":"send","key":{ABORT_KEY},"value":{value}}}'
-        self.op(f'"process":{process},"type":"invoke","f":"txn",{txn_id},"mops":[{mop}]',
-                f'"process":{process},"type":"fail","f":"txn",{txn_id},"error":"ABORTED","mops":[{mop}]')
+        self.op(
+            f'"process":{process},"type":"invoke","f":"txn",{txn_id},"mops":[{mop}]',
+            f'"process":{process},"type":"fail","f":"txn",{txn_id},"error":"ABORTED","mops":[{mop}]',
+        )
         self.planted["aborted-read"] = {"key": ABORT_KEY, "value": value}
 
     def cycle(self) -> None:
@@ -155,10 +161,18 @@ class Generator:
         self.pending[CYCLE_B].append((ob, vb))
         p1, p2 = 0, 1
         first = self.index
-        self._line(f'"process":{p1},"type":"invoke","f":"txn","txn_id":"tx-{p1}","mops":[{{"f":"send","key":{CYCLE_A},"value":{va}}},{{"f":"poll"}}]')
-        self._line(f'"process":{p2},"type":"invoke","f":"txn","txn_id":"tx-{p2}","mops":[{{"f":"send","key":{CYCLE_B},"value":{vb}}},{{"f":"poll"}}]')
-        self._line(f'"process":{p1},"type":"ok","f":"txn","txn_id":"tx-{p1}","mops":[{{"f":"send","key":{CYCLE_A},"value":{va},"offset":{oa}}},{{"f":"poll","key":{CYCLE_B},"offset":{ob},"value":{vb}}}]')
-        self._line(f'"process":{p2},"type":"ok","f":"txn","txn_id":"tx-{p2}","mops":[{{"f":"send","key":{CYCLE_B},"value":{vb},"offset":{ob}}},{{"f":"poll","key":{CYCLE_A},"offset":{oa},"value":{va}}}]')
+        self._line(
+            f'"process":{p1},"type":"invoke","f":"txn","txn_id":"tx-{p1}","mops":[{{"f":"send","key":{CYCLE_A},"value":{va}}},{{"f":"poll"}}]'
+        )
+        self._line(
+            f'"process":{p2},"type":"invoke","f":"txn","txn_id":"tx-{p2}","mops":[{{"f":"send","key":{CYCLE_B},"value":{vb}}},{{"f":"poll"}}]'
+        )
+        self._line(
+            f'"process":{p1},"type":"ok","f":"txn","txn_id":"tx-{p1}","mops":[{{"f":"send","key":{CYCLE_A},"value":{va},"offset":{oa}}},{{"f":"poll","key":{CYCLE_B},"offset":{ob},"value":{vb}}}]'
+        )
+        self._line(
+            f'"process":{p2},"type":"ok","f":"txn","txn_id":"tx-{p2}","mops":[{{"f":"send","key":{CYCLE_B},"value":{vb},"offset":{ob}}},{{"f":"poll","key":{CYCLE_A},"offset":{oa},"value":{va}}}]'
+        )
         self.planted["G1c"] = {"ops": [first + 2, first + 3]}
 
     def poll(self, consumer: int, batch: int) -> bool:
@@ -174,15 +188,23 @@ class Generator:
                     self.first_read = (offset, value)
         if not mops:
             return False
-        self.op(f'"process":{process},"type":"invoke","f":"poll","mops":[{{"f":"poll"}}]',
-                f'"process":{process},"type":"ok","f":"poll","mops":[{",".join(mops)}]')
-        if (consumer == NONMONO_KEY % CONSUMERS and self.first_read is not None
-                and "nonmonotonic-poll" not in self.planted and self.sends_on[NONMONO_KEY] > 40):
+        self.op(
+            f'"process":{process},"type":"invoke","f":"poll","mops":[{{"f":"poll"}}]',
+            f'"process":{process},"type":"ok","f":"poll","mops":[{",".join(mops)}]',
+        )
+        if (
+            consumer == NONMONO_KEY % CONSUMERS
+            and self.first_read is not None
+            and "nonmonotonic-poll" not in self.planted
+            and self.sends_on[NONMONO_KEY] > 40
+        ):
             # A later poll returns the first record again: the position goes back.
             offset, value = self.first_read
             replay = f'{{"f":"poll","key":{NONMONO_KEY},"offset":{offset},"value":{value}}}'
-            self.op(f'"process":{process},"type":"invoke","f":"poll","mops":[{{"f":"poll"}}]',
-                    f'"process":{process},"type":"ok","f":"poll","mops":[{replay}]')
+            self.op(
+                f'"process":{process},"type":"invoke","f":"poll","mops":[{{"f":"poll"}}]',
+                f'"process":{process},"type":"ok","f":"poll","mops":[{replay}]',
+            )
             self.planted["nonmonotonic-poll"] = {"key": NONMONO_KEY, "value": value}
         return True
 
@@ -190,8 +212,10 @@ class Generator:
         for consumer in range(CONSUMERS):
             keys = ",".join(str(k) for k in range(consumer, KEYS, CONSUMERS))
             process = CONSUMER_BASE + consumer
-            self.op(f'"process":{process},"type":"invoke","f":"assign","keys":[{keys}]',
-                    f'"process":{process},"type":"ok","f":"assign","keys":[{keys}]')
+            self.op(
+                f'"process":{process},"type":"invoke","f":"assign","keys":[{keys}]',
+                f'"process":{process},"type":"ok","f":"assign","keys":[{keys}]',
+            )
         budget = self.target - 4 * KEYS  # room for the drain
         step = 0
         while self.index < budget:
@@ -218,20 +242,31 @@ def generate(directory: Path, events: int, seed: int = 7) -> dict:
     with open(directory / "history.jsonl", "w", buffering=1 << 20) as out:
         gen = Generator(out, events, seed)
         gen.run()
-    test = {"name": "bench-checkers", "system": "synthetic", "workload": "txn", "seed": seed,
-            "concurrency": PRODUCERS + CONSUMERS,
-            "keys": {str(k): ["bench", k] for k in range(KEYS)},
-            "client": {"acks": "all", "enable.idempotence": True, "isolation.level": "read_committed",
-                       "transactional": True, "auto.commit": False, "subscribe": False,
-                       "transaction.timeout.ms": 600000},
-            "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False,
-                       "replication.factor": 3},
-            "drain": {"complete": True}}
+    test = {
+        "name": "bench-checkers",
+        "system": "synthetic",
+        "workload": "txn",
+        "seed": seed,
+        "concurrency": PRODUCERS + CONSUMERS,
+        "keys": {str(k): ["bench", k] for k in range(KEYS)},
+        "client": {
+            "acks": "all",
+            "enable.idempotence": True,
+            "isolation.level": "read_committed",
+            "transactional": True,
+            "auto.commit": False,
+            "subscribe": False,
+            "transaction.timeout.ms": 600000,
+        },
+        "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, "replication.factor": 3},
+        "drain": {"complete": True},
+    }
     (directory / "test.json").write_text(json.dumps(test))
     return {"events": gen.index, "planted": gen.planted}
 
 
 # -------------------------------------------------------------- memory
+
 
 def _rss_kib(pid: int) -> int:
     try:
@@ -305,15 +340,18 @@ class PeakMemory:
 
 # -------------------------------------------------------------- checking
 
+
 def found(results: dict, name: str, planted: dict) -> bool:
     entry = results["anomalies"].get(name)
     if not entry or entry["count"] == 0:
         return False
     if name == "G1c":
         return any(set(planted["ops"]) <= set(e.get("ops") or []) for e in entry["examples"])
-    return any(e.get("key") == planted["key"] and
-               (e.get("value") == planted["value"] or planted["value"] in (e.get("values") or []))
-               for e in entry["examples"])
+    return any(
+        e.get("key") == planted["key"]
+        and (e.get("value") == planted["value"] or planted["value"] in (e.get("values") or []))
+        for e in entry["examples"]
+    )
 
 
 def spark_floor(spark, history: Path, events: int, parse_alone: bool = True) -> dict:
@@ -326,8 +364,7 @@ def spark_floor(spark, history: Path, events: int, parse_alone: bool = True) -> 
     from checkers.load import EVENT_SCHEMA
 
     def parsed():
-        return (spark.read.text(str(history))
-                .select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*"))
+        return spark.read.text(str(history)).select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
 
     steps = [("parse", lambda: parsed())] if parse_alone else []
     steps.append((SHUFFLED, lambda: parsed().repartition("process").sortWithinPartitions("process", "index")))
@@ -360,19 +397,23 @@ def bench(events: int, keep: bool, spark, floor: bool = True, again: bool = True
         started = time.monotonic()
         generated = generate(directory, events)
         size_mb = (directory / "history.jsonl").stat().st_size / 1e6
-        print(f"generated {generated['events']:,} events ({size_mb:.0f} MB) in "
-              f"{time.monotonic() - started:.1f}s at {directory}", flush=True)
+        print(
+            f"generated {generated['events']:,} events ({size_mb:.0f} MB) in "
+            f"{time.monotonic() - started:.1f}s at {directory}",
+            flush=True,
+        )
         with PeakMemory() as memory:
             started = time.monotonic()
-            results = check_dir(directory, spark, max_examples=50,
-                                progress=lambda m: print("  " + m, flush=True))
+            results = check_dir(directory, spark, max_examples=50, progress=lambda m: print("  " + m, flush=True))
             seconds = time.monotonic() - started
         rate = generated["events"] / seconds
         print(f"events: {generated['events']:,}  check: {seconds:.1f}s  events/s: {rate:,.0f}")
-        print(f"peak memory: {memory.peak_total / 1024:.0f} MiB total "
-              f"(driver {memory.peak_driver / 1024:.0f} MiB, Spark JVM + workers {memory.peak_jvm / 1024:.0f} MiB; "
-              f"each at its own peak: JVM {memory.peak_jvm_only / 1024:.0f} MiB, "
-              f"Python workers {memory.peak_workers / 1024:.0f} MiB)")
+        print(
+            f"peak memory: {memory.peak_total / 1024:.0f} MiB total "
+            f"(driver {memory.peak_driver / 1024:.0f} MiB, Spark JVM + workers {memory.peak_jvm / 1024:.0f} MiB; "
+            f"each at its own peak: JVM {memory.peak_jvm_only / 1024:.0f} MiB, "
+            f"Python workers {memory.peak_workers / 1024:.0f} MiB)"
+        )
         all_found = True
         for name, planted in sorted(generated["planted"].items()):
             ok = found(results, name, planted)
@@ -386,17 +427,27 @@ def bench(events: int, keep: bool, spark, floor: bool = True, again: bool = True
         for n in range(max(rounds, 1)):
             if floor:
                 # the parse alone is printed once; the summary uses SHUFFLED only
-                floors.append(spark_floor(spark, directory / "history.jsonl", generated["events"],
-                                          parse_alone=n == 0)[SHUFFLED])
+                floors.append(
+                    spark_floor(spark, directory / "history.jsonl", generated["events"], parse_alone=n == 0)[SHUFFLED]
+                )
             if n < rounds:
                 started = time.monotonic()
                 check_dir(directory, spark, max_examples=50, progress=lambda _m: None)
                 agains.append(time.monotonic() - started)
-                print(f"  checked again, warm ({n + 1} of {rounds}): {agains[-1]:.1f}s  events/s: "
-                      f"{generated['events'] / agains[-1]:,.0f}", flush=True)
-        return {"events": generated["events"], "seconds": seconds, "rate": rate, "found": all_found,
-                "peak_mib": memory.peak_total / 1024, "floor": statistics.median(floors) if floors else None,
-                "again": statistics.median(agains) if agains else None}
+                print(
+                    f"  checked again, warm ({n + 1} of {rounds}): {agains[-1]:.1f}s  events/s: "
+                    f"{generated['events'] / agains[-1]:,.0f}",
+                    flush=True,
+                )
+        return {
+            "events": generated["events"],
+            "seconds": seconds,
+            "rate": rate,
+            "found": all_found,
+            "peak_mib": memory.peak_total / 1024,
+            "floor": statistics.median(floors) if floors else None,
+            "again": statistics.median(agains) if agains else None,
+        }
     finally:
         if keep:
             print(f"kept {directory}")
@@ -406,19 +457,24 @@ def bench(events: int, keep: bool, spark, floor: bool = True, again: bool = True
 
 def summary(rows: list[dict]) -> None:
     print("\nsummary (2 shared cores: figures are noisy)")
-    print(f"{'events':>12} {'check s':>8} {'events/s':>10} {'floor events/s':>15} {'of floor':>9} "
-          f"{'peak MiB':>9} {'again s':>8} {'again of floor':>15} planted")
+    print(
+        f"{'events':>12} {'check s':>8} {'events/s':>10} {'floor events/s':>15} {'of floor':>9} "
+        f"{'peak MiB':>9} {'again s':>8} {'again of floor':>15} planted"
+    )
     for r in rows:
         share = f"{r['rate'] / r['floor']:.0%}" if r["floor"] else "-"
         floor = f"{r['floor']:,.0f}" if r["floor"] else "-"
         again = f"{r['again']:.1f}" if r.get("again") else "-"
         again_share = f"{r['events'] / r['again'] / r['floor']:.0%}" if r.get("again") and r["floor"] else "-"
-        print(f"{r['events']:>12,} {r['seconds']:>8.1f} {r['rate']:>10,.0f} {floor:>15} {share:>9} "
-              f"{r['peak_mib']:>9.0f} {again:>8} {again_share:>15} {'all found' if r['found'] else 'MISSED'}",
-              flush=True)
+        print(
+            f"{r['events']:>12,} {r['seconds']:>8.1f} {r['rate']:>10,.0f} {floor:>15} {share:>9} "
+            f"{r['peak_mib']:>9.0f} {again:>8} {again_share:>15} {'all found' if r['found'] else 'MISSED'}",
+            flush=True,
+        )
 
 
 # -------------------------------------------------------------- small runs
+
 
 def heap_used_mib(spark) -> float:
     """The driver JVM's heap in use after a full collection."""
@@ -442,20 +498,25 @@ def small(events: int, runs: int, driver_memory: str) -> bool:
         started = time.monotonic()
         done = subprocess.run([str(gregor), "check", str(first)], capture_output=True, text=True)
         cold = time.monotonic() - started
-        print(f"gregor check, {made:,} events, new process: {cold:.1f}s wall (exit {done.returncode}; "
-              f"Spark start included)", flush=True)
+        print(
+            f"gregor check, {made:,} events, new process: {cold:.1f}s wall (exit {done.returncode}; "
+            f"Spark start included)",
+            flush=True,
+        )
         started = time.monotonic()
         spark = get_spark(None, {"spark.driver.memory": driver_memory})
         spark.range(1).count()
-        print(f"Spark start alone (session + first job) in this process: {time.monotonic() - started:.1f}s",
-              flush=True)
+        print(f"Spark start alone (session + first job) in this process: {time.monotonic() - started:.1f}s", flush=True)
         warm = []
         for _ in range(6):
             started = time.monotonic()
             check_dir(first, spark, progress=lambda _m: None)
             warm.append(time.monotonic() - started)
-        print(f"warm session, same history: first {warm[0]:.2f}s, then median {statistics.median(warm[1:]):.2f}s "
-              f"(min {min(warm[1:]):.2f}s, max {max(warm[1:]):.2f}s)", flush=True)
+        print(
+            f"warm session, same history: first {warm[0]:.2f}s, then median {statistics.median(warm[1:]):.2f}s "
+            f"(min {min(warm[1:]):.2f}s, max {max(warm[1:]):.2f}s)",
+            flush=True,
+        )
         before = heap_used_mib(spark)
         print(f"{runs} small checks in one session, {made:,} events each (each its own history):")
         print(f"  driver heap in use before: {before:.0f} MiB", flush=True)
@@ -468,11 +529,17 @@ def small(events: int, runs: int, driver_memory: str) -> bool:
             times.append(time.monotonic() - started)
             shutil.rmtree(directory, ignore_errors=True)
             if i % 50 == 0:
-                print(f"  after {i:3} checks: heap in use {heap_used_mib(spark):.0f} MiB, "
-                      f"median check {statistics.median(times[-50:]):.2f}s", flush=True)
+                print(
+                    f"  after {i:3} checks: heap in use {heap_used_mib(spark):.0f} MiB, "
+                    f"median check {statistics.median(times[-50:]):.2f}s",
+                    flush=True,
+                )
         after = heap_used_mib(spark)
-        print(f"  driver heap in use after:  {after:.0f} MiB ({after - before:+.0f} MiB); "
-              f"max heap {spark._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20:.0f} MiB", flush=True)
+        print(
+            f"  driver heap in use after:  {after:.0f} MiB ({after - before:+.0f} MiB); "
+            f"max heap {spark._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20:.0f} MiB",
+            flush=True,
+        )
         return True
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -482,16 +549,29 @@ def main(argv=None) -> int:
     from checkers.spark import DEFAULT_CONF
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, action="append",
-                        help="history size (repeatable); default 100,000, 1,000,000 and 10,000,000")
+    parser.add_argument(
+        "--events",
+        type=int,
+        action="append",
+        help="history size (repeatable); default 100,000, 1,000,000 and 10,000,000",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated run directories")
-    parser.add_argument("--driver-memory", default=DEFAULT_CONF["spark.driver.memory"],
-                        help=f"spark.driver.memory (default {DEFAULT_CONF['spark.driver.memory']}, as gregor check)")
+    parser.add_argument(
+        "--driver-memory",
+        default=DEFAULT_CONF["spark.driver.memory"],
+        help=f"spark.driver.memory (default {DEFAULT_CONF['spark.driver.memory']}, as gregor check)",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip timing Spark alone on each history")
-    parser.add_argument("--no-again", action="store_true",
-                        help=f"skip the {AGAIN_ROUNDS} warm checks of histories up to {AGAIN_MAX_EVENTS:,} events")
-    parser.add_argument("--small", action="store_true",
-                        help="small runs instead: cold gregor check, warm checks, many checks in one session")
+    parser.add_argument(
+        "--no-again",
+        action="store_true",
+        help=f"skip the {AGAIN_ROUNDS} warm checks of histories up to {AGAIN_MAX_EVENTS:,} events",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="small runs instead: cold gregor check, warm checks, many checks in one session",
+    )
     parser.add_argument("--small-events", type=int, default=5000, help="events per small history (default 5000)")
     parser.add_argument("--small-runs", type=int, default=200, help="checks in one session (default 200)")
     args = parser.parse_args(argv)

@@ -46,8 +46,14 @@ def one_run(backend: str, args) -> tuple[float, float]:
     name = f"{args.lab}{backend[0]}"
     options = args.options.get(backend, {})
     Lab.down(name, progress=lambda _m: None, backend=backend, backend_options=options)
-    lab = Lab.up(nodes=args.nodes, version=args.version, name=name, backend=backend, progress=lambda _m: None,
-                 backend_options=options)
+    lab = Lab.up(
+        nodes=args.nodes,
+        version=args.version,
+        name=name,
+        backend=backend,
+        progress=lambda _m: None,
+        backend_options=options,
+    )
     try:
         memory = [rss_mib(node) for node in lab.nodes]
         return lab.up_seconds, sum(memory)
@@ -62,6 +68,7 @@ def ssh_options(args, directory: str) -> dict:
     if given.get("hosts") or given.get("vagrant"):
         return given
     from harness.backends import ssh_sandbox
+
     args.sandbox = f"{args.lab}h"
     return ssh_sandbox.start(args.sandbox, args.nodes, directory, progress=print).options()
 
@@ -73,7 +80,7 @@ def main() -> int:
     parser.add_argument("--version", default=None)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lab", default="labb", help="lab name prefix (default labb: labbl, labbd, labbs)")
-    add_ssh_arguments(parser)   # --hosts, --ssh-key, --known-hosts, --vagrant, --insecure-host-keys
+    add_ssh_arguments(parser)  # --hosts, --ssh-key, --known-hosts, --vagrant, --insecure-host-keys
     args = parser.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for backend in backends:
@@ -87,11 +94,12 @@ def main() -> int:
         finally:
             if args.sandbox:
                 from harness.backends import ssh_sandbox
+
                 ssh_sandbox.stop(args.sandbox)
 
 
 def measure(backends: list[str], args) -> int:
-    for backend in backends:   # a first lab of each, not counted: image build, JIT caches, page cache, uploads
+    for backend in backends:  # a first lab of each, not counted: image build, JIT caches, page cache, uploads
         seconds, _ = one_run(backend, args)
         print(f"first   {backend:<7} lab up ({args.nodes} nodes) {seconds:5.1f} s (not counted)", flush=True)
     results: dict[str, list[tuple[float, float]]] = {b: [] for b in backends}
@@ -99,16 +107,21 @@ def measure(backends: list[str], args) -> int:
         for backend in backends:
             seconds, memory = one_run(backend, args)
             results[backend].append((seconds, memory))
-            print(f"run {run} {backend:<7} lab up ({args.nodes} nodes) {seconds:5.1f} s   "
-                  f"broker RSS {memory:5.0f} MiB total", flush=True)
+            print(
+                f"run {run} {backend:<7} lab up ({args.nodes} nodes) {seconds:5.1f} s   "
+                f"broker RSS {memory:5.0f} MiB total",
+                flush=True,
+            )
     first = backends[0]
     base_up = statistics.median(s for s, _ in results[first])
     base_mem = statistics.median(m for _, m in results[first])
     for backend in backends:
         up = statistics.median(s for s, _ in results[backend])
         mem = statistics.median(m for _, m in results[backend])
-        print(f"{backend:<7} lab up median {up:5.1f} s ({up / base_up:.2f}x {first}), "
-              f"broker RSS median {mem:5.0f} MiB ({mem / base_mem:.2f}x {first}) over {args.repeat} runs")
+        print(
+            f"{backend:<7} lab up median {up:5.1f} s ({up / base_up:.2f}x {first}), "
+            f"broker RSS median {mem:5.0f} MiB ({mem / base_mem:.2f}x {first}) over {args.repeat} runs"
+        )
     return 0
 
 

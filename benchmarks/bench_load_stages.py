@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_checkers import generate  # noqa: E402
+
 from checkers import fastload  # noqa: E402
 from checkers import load as stages  # noqa: E402
 from checkers.spark import get_spark  # noqa: E402
@@ -59,17 +60,20 @@ def measure(spark, run: Path, fast_only: bool = False) -> dict[str, float]:
         "parse": lambda: _noop(stages.numbered_events(spark, history)),
         "parse + pairing": lambda: _noop(stages.paired_events(stages.numbered_events(spark, history))),
         "parse + pairing + rows": lambda: _noop(
-            stages._rows(stages.paired_events(stages.numbered_events(spark, history)), keys)),
+            stages._rows(stages.paired_events(stages.numbered_events(spark, history)), keys)
+        ),
         "whole SQL load": lambda: stages.load(run, spark, fast=False).release(),
     }
     steps = {} if fast_only else sql
-    steps.update({
-        "fast pass 1, light parse": lambda: _summaries(spark, history, keys, False),
-        "fast passes 1 + 2, parse twice": lambda: _rows(spark, history, keys, False),
-        "fast pass 1, parse kept": lambda: _summaries(spark, history, keys, True),
-        "fast passes 1 + 2, parse once": lambda: _rows(spark, history, keys, True),
-        "whole fast load": lambda: stages.load(run, spark).release(),
-    })
+    steps.update(
+        {
+            "fast pass 1, light parse": lambda: _summaries(spark, history, keys, False),
+            "fast passes 1 + 2, parse twice": lambda: _rows(spark, history, keys, False),
+            "fast pass 1, parse kept": lambda: _summaries(spark, history, keys, True),
+            "fast passes 1 + 2, parse once": lambda: _rows(spark, history, keys, True),
+            "whole fast load": lambda: stages.load(run, spark).release(),
+        }
+    )
     out = {}
     for name, step in steps.items():
         started = time.monotonic()

@@ -44,22 +44,31 @@ def write_history(path: Path, events: int, rng: random.Random) -> list[int]:
             if process % 2 == 0:
                 value = values[key]
                 values[key] += 1
-                out.write(f'{{"index": {index}, "time": {start}, "process": {process}, "type": "invoke", "f": "send", '
-                          f'"mops": [{{"f": "send", "key": {key}, "value": {value}}}]}}\n')
+                out.write(
+                    f'{{"index": {index}, "time": {start}, "process": {process}, "type": "invoke", "f": "send", '
+                    f'"mops": [{{"f": "send", "key": {key}, "value": {value}}}]}}\n'
+                )
                 kind = "ok" if rng.random() > 0.02 else "fail"
                 offset = offsets[key] if kind == "ok" else None
                 offsets[key] += kind == "ok"
-                out.write(f'{{"index": {index + 1}, "time": {start + step}, "process": {process}, "type": "{kind}", '
-                          f'"f": "send", "mops": [{{"f": "send", "key": {key}, "value": {value}, "offset": '
-                          f'{json.dumps(offset)}}}]}}\n')
+                out.write(
+                    f'{{"index": {index + 1}, "time": {start + step}, "process": {process}, "type": "{kind}", '
+                    f'"f": "send", "mops": [{{"f": "send", "key": {key}, "value": {value}, "offset": '
+                    f"{json.dumps(offset)}}}]}}\n"
+                )
             else:
                 high = offsets[key]
-                mops = ", ".join(f'{{"f": "poll", "key": {key}, "offset": {o}, "value": {o}}}'
-                                 for o in range(max(0, high - 3), high))
-                out.write(f'{{"index": {index}, "time": {start}, "process": {process}, "type": "invoke", "f": "poll", '
-                          f'"mops": [{{"f": "poll"}}]}}\n')
-                out.write(f'{{"index": {index + 1}, "time": {start + step}, "process": {process}, "type": "ok", '
-                          f'"f": "poll", "mops": [{mops}]}}\n')
+                mops = ", ".join(
+                    f'{{"f": "poll", "key": {key}, "offset": {o}, "value": {o}}}' for o in range(max(0, high - 3), high)
+                )
+                out.write(
+                    f'{{"index": {index}, "time": {start}, "process": {process}, "type": "invoke", "f": "poll", '
+                    f'"mops": [{{"f": "poll"}}]}}\n'
+                )
+                out.write(
+                    f'{{"index": {index + 1}, "time": {start + step}, "process": {process}, "type": "ok", '
+                    f'"f": "poll", "mops": [{mops}]}}\n'
+                )
             ops.append(index + 1)
             index += 2
     return ops
@@ -71,11 +80,24 @@ def results_for(ops: list[int], events: int, rng: random.Random) -> dict:
     for second in range(int(DURATION_S)):
         for f in ("send", "poll"):
             for kind, share in (("ok", 0.97), ("fail", 0.02), ("info", 0.01)):
-                rows.append({"t": float(second), "f": f, "type": kind,
-                             "count": int(events / 2 / DURATION_S / 2 * share * rng.uniform(0.7, 1.1)),
-                             "p50_ms": rng.uniform(2, 8), "p99_ms": rng.uniform(10, 80), "max_ms": rng.uniform(80, 400)})
+                rows.append(
+                    {
+                        "t": float(second),
+                        "f": f,
+                        "type": kind,
+                        "count": int(events / 2 / DURATION_S / 2 * share * rng.uniform(0.7, 1.1)),
+                        "p50_ms": rng.uniform(2, 8),
+                        "p99_ms": rng.uniform(10, 80),
+                        "max_ms": rng.uniform(80, 400),
+                    }
+                )
     lag = [{"t": float(s), "key": k, "lag_ms": rng.uniform(5, 50)} for s in range(int(DURATION_S)) for k in range(KEYS)]
-    kinds = [("kill", "kill n2"), ("pause", "pause n1"), ("partition", "partition n3 | n1 n2"), ("netem", "netem 100ms")]
+    kinds = [
+        ("kill", "kill n2"),
+        ("pause", "pause n1"),
+        ("partition", "partition n3 | n1 n2"),
+        ("netem", "netem 100ms"),
+    ]
     nemesis = []
     for number, start in enumerate(range(20, int(DURATION_S) - 30, 30)):
         f, label = kinds[number % 4]
@@ -83,28 +105,77 @@ def results_for(ops: list[int], events: int, rng: random.Random) -> dict:
     picked = sorted(rng.sample(ops, 40))
 
     def examples(name, count):
-        return [{"key": i % KEYS, "value": 1000 + i, "offset": 1000 + i, "ops": [picked[(i * 7 + n) % 40] for n in range(2)],
-                 "nemesis": ["kill n2"]} for i in range(count)]
+        return [
+            {
+                "key": i % KEYS,
+                "value": 1000 + i,
+                "offset": 1000 + i,
+                "ops": [picked[(i * 7 + n) % 40] for n in range(2)],
+                "nemesis": ["kill n2"],
+            }
+            for i in range(count)
+        ]
 
-    anomalies = {"lost-write": {"count": 17, "allowed": False, "why_allowed": None, "examples": examples("lost-write", 10)},
-                 "aborted-read": {"count": 3, "allowed": False, "why_allowed": None, "examples": examples("aborted-read", 3)},
-                 "duplicate": {"count": 112, "allowed": True, "why_allowed": "enable.idempotence=false",
-                               "examples": examples("duplicate", 10)},
-                 "poll-skip": {"count": 40, "allowed": True, "why_allowed": "subscribe", "examples": examples("poll-skip", 10)}}
+    anomalies = {
+        "lost-write": {"count": 17, "allowed": False, "why_allowed": None, "examples": examples("lost-write", 10)},
+        "aborted-read": {"count": 3, "allowed": False, "why_allowed": None, "examples": examples("aborted-read", 3)},
+        "duplicate": {
+            "count": 112,
+            "allowed": True,
+            "why_allowed": "enable.idempotence=false",
+            "examples": examples("duplicate", 10),
+        },
+        "poll-skip": {"count": 40, "allowed": True, "why_allowed": "subscribe", "examples": examples("poll-skip", 10)},
+    }
     statuses = ["read"] * 90 + ["acked-unread"] * 6 + ["lost", "duplicate", "unseen", "aborted"]
-    partitions = {str(k): {"topic": "t0", "partition": k, "truncated": True,
-                           "offsets": [{"offset": o, "index": o, "values": [o], "status": rng.choice(statuses)}
-                                       for o in range(3000)]} for k in range(4)}
-    return {"verdict": "invalid", "anomalies": anomalies, "cut_short": False,
-            "config": {"acks": "all", "enable.idempotence": False, "isolation.level": "read_committed",
-                       "min.insync.replicas": 2, "unclean.leader.election.enable": False, "auto.commit": False,
-                       "subscribe": True, "transactional": False},
-            "stats": {"ops": len(ops), "ok": len(ops), "fail": 0, "info": 0, "events": events, "duration_s": DURATION_S,
-                      "latency": [{"f": "send", "type": "ok", "count": len(ops) // 2, "p50_ms": 4.0, "p90_ms": 9.0,
-                                   "p99_ms": 30.0, "max_ms": 300.0}],
-                      "timeseries": {"bucket_s": bucket, "rows": rows}, "lag": {"bucket_s": bucket, "rows": lag}},
-            "nemesis": nemesis, "partitions": partitions,
-            "elle": {"available": False, "reason": "benchmark"}}
+    partitions = {
+        str(k): {
+            "topic": "t0",
+            "partition": k,
+            "truncated": True,
+            "offsets": [{"offset": o, "index": o, "values": [o], "status": rng.choice(statuses)} for o in range(3000)],
+        }
+        for k in range(4)
+    }
+    return {
+        "verdict": "invalid",
+        "anomalies": anomalies,
+        "cut_short": False,
+        "config": {
+            "acks": "all",
+            "enable.idempotence": False,
+            "isolation.level": "read_committed",
+            "min.insync.replicas": 2,
+            "unclean.leader.election.enable": False,
+            "auto.commit": False,
+            "subscribe": True,
+            "transactional": False,
+        },
+        "stats": {
+            "ops": len(ops),
+            "ok": len(ops),
+            "fail": 0,
+            "info": 0,
+            "events": events,
+            "duration_s": DURATION_S,
+            "latency": [
+                {
+                    "f": "send",
+                    "type": "ok",
+                    "count": len(ops) // 2,
+                    "p50_ms": 4.0,
+                    "p90_ms": 9.0,
+                    "p99_ms": 30.0,
+                    "max_ms": 300.0,
+                }
+            ],
+            "timeseries": {"bucket_s": bucket, "rows": rows},
+            "lag": {"bucket_s": bucket, "rows": lag},
+        },
+        "nemesis": nemesis,
+        "partitions": partitions,
+        "elle": {"available": False, "reason": "benchmark"},
+    }
 
 
 def main() -> int:
@@ -118,9 +189,18 @@ def main() -> int:
     rng = random.Random(1)
     print(f"building a run of {args.events:,} events in {run} ...", flush=True)
     ops = write_history(run / "history.jsonl", args.events, rng)
-    test = {"name": "bench", "system": "kafka", "version": "3.9.1", "workload": "send", "seed": 1, "concurrency": PROCESSES,
-            "keys": {str(k): ["t0", k] for k in range(KEYS)}, "nodes": ["n1", "n2", "n3"],
-            "drain": {"complete": True}, "nemesis": {"faults": ["kill", "pause", "partition", "netem"]}}
+    test = {
+        "name": "bench",
+        "system": "kafka",
+        "version": "3.9.1",
+        "workload": "send",
+        "seed": 1,
+        "concurrency": PROCESSES,
+        "keys": {str(k): ["t0", k] for k in range(KEYS)},
+        "nodes": ["n1", "n2", "n3"],
+        "drain": {"complete": True},
+        "nemesis": {"faults": ["kill", "pause", "partition", "netem"]},
+    }
     (run / "test.json").write_text(json.dumps(test))
     (run / "results.json").write_text(json.dumps(results_for(ops, args.events, rng)))
     size_mb = (run / "history.jsonl").stat().st_size / 1e6
@@ -141,10 +221,14 @@ def main() -> int:
     print(f"events: {args.events:,}  page: {page.stat().st_size / 1e6:.1f} MB  svg pictures: {svgs}")
     print(f"write report.html: {write_s:.2f} s (goal < 20 s)  {'OK' if write_s < 20 else 'SLOW'}")
     print(f"write junit.xml: {junit_s:.2f} s")
-    print(f"peak memory of this process (history streamed, never loaded): "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
-    print(f"open in headless chromium (navigationStart -> loadEventEnd): {open_ms / 1000:.2f} s (goal < 3 s)  "
-          f"{'OK' if open_ms < 3000 else 'SLOW'}")
+    print(
+        f"peak memory of this process (history streamed, never loaded): "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
+    print(
+        f"open in headless chromium (navigationStart -> loadEventEnd): {open_ms / 1000:.2f} s (goal < 3 s)  "
+        f"{'OK' if open_ms < 3000 else 'SLOW'}"
+    )
     return 0
 
 

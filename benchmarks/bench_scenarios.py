@@ -31,18 +31,25 @@ from harness.controller import catalogue  # noqa: E402
 
 
 def table(summary: dict) -> str:
-    lines = [f"{'claim':<20} {'detected':>9} {'median s':>9} {'false alarms':>13} {'errors':>7} {'truncated':>10}"
-             "  anomalies (unsafe / safe)"]
+    lines = [
+        f"{'claim':<20} {'detected':>9} {'median s':>9} {'false alarms':>13} {'errors':>7} {'truncated':>10}"
+        "  anomalies (unsafe / safe)"
+    ]
     for claim in summary["claims"]:
         unsafe, safe = claim["figures"]["unsafe"], claim["figures"]["safe"]
-        truncated = f"{unsafe['truncated']}/{safe['truncated']}"   # runs whose drain found a log truncated
+        truncated = f"{unsafe['truncated']}/{safe['truncated']}"  # runs whose drain found a log truncated
         detected = f"{unsafe['hits']}/{unsafe['completed']}"
         median = "-" if unsafe["median_first_s"] is None else f"{unsafe['median_first_s']:.1f}"
         alarms = f"{safe['hits']}/{safe['completed']}"
         errors = unsafe["errors"] + safe["errors"]
-        names = (",".join(f"{n}:{a['count']}" for n, a in unsafe["anomalies"].items()) or "-") + " / " + \
-                (",".join(f"{n}:{a['count']}{'' if a['allowed'] else '(bad)'}" for n, a in safe["anomalies"].items())
-                 or "-")
+        names = (
+            (",".join(f"{n}:{a['count']}" for n, a in unsafe["anomalies"].items()) or "-")
+            + " / "
+            + (
+                ",".join(f"{n}:{a['count']}{'' if a['allowed'] else '(bad)'}" for n, a in safe["anomalies"].items())
+                or "-"
+            )
+        )
         lines.append(f"{claim['name']:<20} {detected:>9} {median:>9} {alarms:>13} {errors:>7} {truncated:>10}  {names}")
     return "\n".join(lines)
 
@@ -52,7 +59,7 @@ def _summary(directory: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise SystemExit(f"{path}: not a finished catalogue's summary ({error}); give store/scenarios/<time>")
+        raise SystemExit(f"{path}: not a finished catalogue's summary ({error}); give store/scenarios/<time>") from None
 
 
 def main(argv=None) -> int:
@@ -63,9 +70,15 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--lab", default="gscen")
     parser.add_argument("--store", default="store")
-    parser.add_argument("--from", dest="sources", nargs="+", default=None, metavar="DIR",
-                        help="print the figures of finished catalogue directories instead of running one "
-                             "(several: their runs together)")
+    parser.add_argument(
+        "--from",
+        dest="sources",
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="print the figures of finished catalogue directories instead of running one "
+        "(several: their runs together)",
+    )
     args = parser.parse_args(argv)
     if args.sources:
         summary, left_out = catalogue.merge([_summary(Path(source)) for source in args.sources])
@@ -74,15 +87,21 @@ def main(argv=None) -> int:
     else:
         from harness.controller.scenarios import Catalogue
         from harness.lab import lab_name
+
         claims = catalogue.select(catalogue.load(), args.only)
-        summary = Catalogue(claims, runs=args.runs, seed=args.seed, time_limit=args.time_limit,
-                            store=args.store, lab=lab_name(args.lab)).run()
+        summary = Catalogue(
+            claims, runs=args.runs, seed=args.seed, time_limit=args.time_limit, store=args.store, lab=lab_name(args.lab)
+        ).run()
     if summary.get("merged_from"):
-        print(f"runs of {len(summary['merged_from'])} catalogue(s) from {summary['started']}, "
-              f"{summary['backend']} backend, {summary['system']} {summary['version'] or '(default version)'}")
+        print(
+            f"runs of {len(summary['merged_from'])} catalogue(s) from {summary['started']}, "
+            f"{summary['backend']} backend, {summary['system']} {summary['version'] or '(default version)'}"
+        )
     else:
-        print(f"{summary['runs_per_side']} run(s) per side of {summary['time_limit_s']:g} s, seeds from "
-              f"{summary['seed']}, {summary['backend']} backend")
+        print(
+            f"{summary['runs_per_side']} run(s) per side of {summary['time_limit_s']:g} s, seeds from "
+            f"{summary['seed']}, {summary['backend']} backend"
+        )
     print(table(summary))
     return 0
 

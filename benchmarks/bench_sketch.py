@@ -60,14 +60,21 @@ def empty_sketch(spark, history: Path) -> dict:
     partitions = _partitions(spark, history)
     parsed = spark.read.text(str(history)).select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
     flat = parsed.select(*OP_FIELDS, F.posexplode_outer("mops").alias("mop_index", "m")).select(
-        *OP_FIELDS, "mop_index", F.col("m.f").alias("mf"), "m.key", "m.value", "m.offset", "m.poll")
-    table = stored_rows(flat.repartition(partitions, "key").sortWithinPartitions("key", "offset", "index"),
-                        storage_level(history))
+        *OP_FIELDS, "mop_index", F.col("m.f").alias("mf"), "m.key", "m.value", "m.offset", "m.poll"
+    )
+    table = stored_rows(
+        flat.repartition(partitions, "key").sortWithinPartitions("key", "offset", "index"), storage_level(history)
+    )
     try:
         mop_rows = sum(r["n"] for r in table.mapInArrow(count_rows, "n long").collect())
         ops = table.where(F.col("mop_index").isNull() | (F.col("mop_index") == 0)).select(*OP_FIELDS)
-        op_rows = sum(r["n"] for r in ops.repartition(partitions, "process")
-                      .sortWithinPartitions("process", "index").mapInArrow(count_rows, "n long").collect())
+        op_rows = sum(
+            r["n"]
+            for r in ops.repartition(partitions, "process")
+            .sortWithinPartitions("process", "index")
+            .mapInArrow(count_rows, "n long")
+            .collect()
+        )
     finally:
         free_rows(table)
     return {"ops": op_rows, "mop_rows": mop_rows}
@@ -100,27 +107,40 @@ def compare(spark, directory: Path, events: int, rounds: int, warmup: int) -> di
     for n in range(rounds):
         f, s, c = one_round()
         timed_rounds.append((f, s, c))
-        print(f"  round {n + 1}: floor {f:.2f}s  empty sketch {s:.2f}s ({f / s:.0%} of it)  "
-              f"check {c:.2f}s ({f / c:.0%})", flush=True)
+        print(
+            f"  round {n + 1}: floor {f:.2f}s  empty sketch {s:.2f}s ({f / s:.0%} of it)  check {c:.2f}s ({f / c:.0%})",
+            flush=True,
+        )
     floor, sketch, check = (statistics.median(column) for column in zip(*timed_rounds))
     return {"events": events, "floor": floor, "sketch": sketch, "check": check}
 
 
 def summary(rows: list[dict]) -> None:
     print("\nsummary, medians (share of the floor: floor time / time)")
-    print(f"{'events':>12} {'floor s':>8} {'sketch s':>9} {'of floor':>9} {'check s':>8} {'of floor':>9} "
-          f"{'check - sketch s':>17}")
+    print(
+        f"{'events':>12} {'floor s':>8} {'sketch s':>9} {'of floor':>9} {'check s':>8} {'of floor':>9} "
+        f"{'check - sketch s':>17}"
+    )
     for r in rows:
-        print(f"{r['events']:>12,} {r['floor']:>8.2f} {r['sketch']:>9.2f} {r['floor'] / r['sketch']:>9.0%} "
-              f"{r['check']:>8.2f} {r['floor'] / r['check']:>9.0%} {r['check'] - r['sketch']:>17.2f}", flush=True)
+        print(
+            f"{r['events']:>12,} {r['floor']:>8.2f} {r['sketch']:>9.2f} {r['floor'] / r['sketch']:>9.0%} "
+            f"{r['check']:>8.2f} {r['floor'] / r['check']:>9.0%} {r['check'] - r['sketch']:>17.2f}",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, action="append",
-                        help="history size (repeatable); default 100,000 and 1,000,000")
-    parser.add_argument("--dir", type=Path, action="append", default=[],
-                        help="an existing run directory to time instead of generating one (repeatable)")
+    parser.add_argument(
+        "--events", type=int, action="append", help="history size (repeatable); default 100,000 and 1,000,000"
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="an existing run directory to time instead of generating one (repeatable)",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per history (default 5)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
     args = parser.parse_args(argv)

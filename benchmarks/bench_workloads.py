@@ -37,7 +37,7 @@ def steady_rates(history_path: str, concurrency: int, drain_process_min: int) ->
             if event.get("type") == "invoke" or not isinstance(process, int):
                 continue
             if process >= drain_process_min:
-                continue          # the final drain is not the workload
+                continue  # the final drain is not the workload
             sends = 0
             if event["type"] == "ok":
                 sends = sum(1 for m in event.get("mops") or () if m.get("f") == "send")
@@ -48,25 +48,47 @@ def steady_rates(history_path: str, concurrency: int, drain_process_min: int) ->
     start = first + (last - first) * 0.2
     window = [c for c in completions if c[0] >= start]
     seconds = (last - start) / 1e9
-    return {"ops_per_s": len(window) / seconds, "window_s": seconds,
-            "acked_sends_per_s": sum(s for _, s in window) / seconds}
+    return {
+        "ops_per_s": len(window) / seconds,
+        "window_s": seconds,
+        "acked_sends_per_s": sum(s for _, s in window) / seconds,
+    }
 
 
 def run(workload: str, seconds: float, lab: str, store: str) -> dict:
-    argv = [GREGOR, "run", "--workload", workload, "--lab", lab, "--store", store,
-            "--time-limit", str(seconds), "--no-check", *RUNS[workload]]
+    argv = [
+        GREGOR,
+        "run",
+        "--workload",
+        workload,
+        "--lab",
+        lab,
+        "--store",
+        store,
+        "--time-limit",
+        str(seconds),
+        "--no-check",
+        *RUNS[workload],
+    ]
     print(f"$ {' '.join(argv)}", flush=True)
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     run_dir = os.path.realpath(os.path.join(store, "latest"))
     with open(os.path.join(run_dir, "test.json")) as handle:
         test = json.load(handle)
     history = os.path.join(run_dir, "history.jsonl")
-    drain_min = test["drain"].get("process", 10 ** 12)
+    drain_min = test["drain"].get("process", 10**12)
     rates = steady_rates(history, test["concurrency"], drain_min)
     main = test["main_phase"]
-    return {"workload": workload, **rates, "controller_cpu_share": main["controller_cpu_share"],
-            "ok": main["ok"], "fail": main["fail"], "info": main["info"],
-            "events": test.get("events"), "drain_complete": test["drain"]["complete"]}
+    return {
+        "workload": workload,
+        **rates,
+        "controller_cpu_share": main["controller_cpu_share"],
+        "ok": main["ok"],
+        "fail": main["fail"],
+        "info": main["info"],
+        "events": test.get("events"),
+        "drain_complete": test["drain"]["complete"],
+    }
 
 
 def main() -> int:
@@ -85,12 +107,16 @@ def main() -> int:
         if not args.keep_lab:  # three idle brokers would skew whatever is measured next
             subprocess.run([GREGOR, "lab", "down", "--lab", args.lab], check=False)
     print()
-    print(f"{'workload':8} {'ops/s':>9} {'acked sends/s':>14} {'controller cpu':>15} "
-          f"{'ok':>8} {'fail':>6} {'info':>5} {'drain':>9}")
+    print(
+        f"{'workload':8} {'ops/s':>9} {'acked sends/s':>14} {'controller cpu':>15} "
+        f"{'ok':>8} {'fail':>6} {'info':>5} {'drain':>9}"
+    )
     for r in results:
-        print(f"{r['workload']:8} {r['ops_per_s']:9.0f} {r['acked_sends_per_s']:14.0f} "
-              f"{r['controller_cpu_share'] * 100:14.1f}% {r['ok']:8} {r['fail']:6} "
-              f"{r['info']:5} {'complete' if r['drain_complete'] else 'INCOMPLETE':>9}")
+        print(
+            f"{r['workload']:8} {r['ops_per_s']:9.0f} {r['acked_sends_per_s']:14.0f} "
+            f"{r['controller_cpu_share'] * 100:14.1f}% {r['ok']:8} {r['fail']:6} "
+            f"{r['info']:5} {'complete' if r['drain_complete'] else 'INCOMPLETE':>9}"
+        )
     queue = [r for r in results if r["workload"] == "queue"]
     if queue:
         verdict = "met" if queue[0]["acked_sends_per_s"] >= 5000 else "NOT met"

@@ -78,8 +78,16 @@ def check_all(checkout: Path, runs: list[Path], scratch: Path, python: str) -> d
     out = scratch / "results.jsonl"
     env = dict(os.environ, PYTHONPATH=str(checkout))
     stdin = "".join(json.dumps(job) + "\n" for job in jobs)
-    subprocess.run([python, "-c", CHILD, str(out)], input=stdin, text=True, cwd=checkout, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [python, "-c", CHILD, str(out)],
+        input=stdin,
+        text=True,
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return {row["run"]: row for row in rows}
 
@@ -136,8 +144,11 @@ def main(argv=None) -> int:
                 continue
             results[side] = check_all(checkout.resolve(), runs, scratch / side, args.python)
             seconds = sum(r["seconds"] for r in results[side].values())
-            print(f"{side}: {checkout.resolve()}: {len(results[side])} of {len(runs)} runs checked, "
-                  f"{seconds:.1f}s checking in all", flush=True)
+            print(
+                f"{side}: {checkout.resolve()}: {len(results[side])} of {len(runs)} runs checked, "
+                f"{seconds:.1f}s checking in all",
+                flush=True,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if args.save:

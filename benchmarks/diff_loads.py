@@ -45,13 +45,19 @@ def compare(spark, run: Path) -> dict:
     sql = load(run, spark, fast=False)
     ended = time.monotonic()
     try:
+
         def rows(t):  # `_tight` is only ever counted: null and false count the same
             return t.rows.withColumn("_tight", F.coalesce("_tight", F.lit(False)))
-        return {"taken": taken, "fast_s": middle - started, "sql_s": ended - middle,
-                "rows": fast.rows.count(),
-                "only_fast": rows(fast).exceptAll(rows(sql)).count(),
-                "only_sql": rows(sql).exceptAll(rows(fast)).count(),
-                "metrics_equal": fast.metrics == sql.metrics}
+
+        return {
+            "taken": taken,
+            "fast_s": middle - started,
+            "sql_s": ended - middle,
+            "rows": fast.rows.count(),
+            "only_fast": rows(fast).exceptAll(rows(sql)).count(),
+            "only_sql": rows(sql).exceptAll(rows(fast)).count(),
+            "metrics_equal": fast.metrics == sql.metrics,
+        }
     finally:
         fast.release()
         sql.release()
@@ -75,10 +81,13 @@ def main(argv=None) -> int:
         sql_total += r["sql_s"]
         same = r["only_fast"] == 0 and r["only_sql"] == 0 and r["metrics_equal"]
         differing += not same
-        print(f"[{number}/{len(runs)}] {run}: {'same' if same else 'DIFFERENT'}; fast load "
-              f"{'took it' if r['taken'] else 'stepped aside'}; {r['rows']:,} rows; "
-              f"only fast {r['only_fast']}, only SQL {r['only_sql']}, metrics equal {r['metrics_equal']}; "
-              f"fast {r['fast_s']:.1f}s, SQL {r['sql_s']:.1f}s", flush=True)
+        print(
+            f"[{number}/{len(runs)}] {run}: {'same' if same else 'DIFFERENT'}; fast load "
+            f"{'took it' if r['taken'] else 'stepped aside'}; {r['rows']:,} rows; "
+            f"only fast {r['only_fast']}, only SQL {r['only_sql']}, metrics equal {r['metrics_equal']}; "
+            f"fast {r['fast_s']:.1f}s, SQL {r['sql_s']:.1f}s",
+            flush=True,
+        )
     print(f"\n{len(runs)} runs, {differing} differ; loads took {fast_total:.1f}s fast, {sql_total:.1f}s SQL")
     return 1 if differing else 0
 

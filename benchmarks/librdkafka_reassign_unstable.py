@@ -52,14 +52,21 @@ from harness.errors import GregorError  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 
 LOW, HIGH, RECORDS, PARTITIONS = 100, 200, 300, 2
-HOLD_S = 6.5   # how long the transaction holds the offsets
+HOLD_S = 6.5  # how long the transaction holds the offsets
 
 
 def consumer_config(bootstrap: str, group: str, **extra) -> dict:
-    return {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "enable.partition.eof": False, "heartbeat.interval.ms": 1000,
-            "session.timeout.ms": 6000, **extra}
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        "heartbeat.interval.ms": 1000,
+        "session.timeout.ms": 6000,
+        **extra,
+    }
 
 
 def make_topic(bootstrap: str) -> str:
@@ -119,8 +126,9 @@ def trial(bootstrap: str, topic: str, how: str, log_path: str) -> Reader:
     holder = Producer({"bootstrap.servers": bootstrap, "transactional.id": group + "-holder"})
     holder.init_transactions(30)
     holder.begin_transaction()
-    holder.send_offsets_to_transaction([TopicPartition(topic, p, HIGH) for p in range(PARTITIONS)],
-                                       committer.consumer_group_metadata(), 30)
+    holder.send_offsets_to_transaction(
+        [TopicPartition(topic, p, HIGH) for p in range(PARTITIONS)], committer.consumer_group_metadata(), 30
+    )
     reader = Reader(bootstrap, group, log_path)
     stop = threading.Event()
     c = threading.Thread(target=joiner, args=(bootstrap, group, topic, stop))
@@ -158,8 +166,12 @@ def started_at_invalid(log_path: str) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--how", choices=("join", "assign", "once"), default="join",
-                        help="how B gets its partitions again (once: the control)")
+    parser.add_argument(
+        "--how",
+        choices=("join", "assign", "once"),
+        default="join",
+        help="how B gets its partitions again (once: the control)",
+    )
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--lab", default="rep", help="lab name (default rep)")
     args = parser.parse_args()
@@ -179,13 +191,18 @@ def main() -> int:
             reader = trial(bootstrap, topic, args.how, log_path)
             bad = not reader.first or any(o not in (LOW, HIGH) for o in reader.first.values())
             wrong += bad
-            path = ("an UNSTABLE answer put back as pending, then started at INVALID"
-                    if started_at_invalid(log_path) else "no start at INVALID in the log")
-            print(f"trial {n + 1}: first offsets {dict(sorted(reader.first.items()))} "
-                  f"({'WRONG' if bad else 'ok'}; {', '.join(reader.events)}; "
-                  f"{path}; log {log_path})", flush=True)
-        print(f"{wrong} of {args.trials} trials read a partition from outside the committed "
-              f"offsets {LOW} and {HIGH}")
+            path = (
+                "an UNSTABLE answer put back as pending, then started at INVALID"
+                if started_at_invalid(log_path)
+                else "no start at INVALID in the log"
+            )
+            print(
+                f"trial {n + 1}: first offsets {dict(sorted(reader.first.items()))} "
+                f"({'WRONG' if bad else 'ok'}; {', '.join(reader.events)}; "
+                f"{path}; log {log_path})",
+                flush=True,
+            )
+        print(f"{wrong} of {args.trials} trials read a partition from outside the committed offsets {LOW} and {HIGH}")
         return 0
     finally:
         if started:

@@ -58,63 +58,127 @@ def history_counts(run_dir: Path) -> tuple[int, int]:
     return events, faults
 
 
-def row(system: str, version: str | None, workload: str, nemesis: str, store: Path,
-        result: subprocess.CompletedProcess, seconds: float) -> dict:
+def row(
+    system: str,
+    version: str | None,
+    workload: str,
+    nemesis: str,
+    store: Path,
+    result: subprocess.CompletedProcess,
+    seconds: float,
+) -> dict:
     runs = sorted(p for p in store.glob("*/2*") if (p / "test.json").exists())
     if not runs:
-        return {"system": system, "version": version or "latest", "workload": workload, "nemesis": nemesis,
-                "verdict": f"no run (exit {result.returncode}): {(result.stderr or result.stdout).strip()[-300:]}"}
+        return {
+            "system": system,
+            "version": version or "latest",
+            "workload": workload,
+            "nemesis": nemesis,
+            "verdict": f"no run (exit {result.returncode}): {(result.stderr or result.stdout).strip()[-300:]}",
+        }
     run_dir = runs[-1]
     test = json.loads((run_dir / "test.json").read_text())
     results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
     anomalies = {name: a for name, a in (results.get("anomalies") or {}).items() if int(a.get("count") or 0)}
     setup = test.get("setup") or {}
     events, faults = history_counts(run_dir)
-    return {"system": system, "version": test.get("version") or version, "workload": workload,
-            "nemesis": nemesis, "verdict": results.get("verdict", f"unchecked (exit {result.returncode})"),
-            "faults": faults, "events": events,
-            "txn_version": setup.get("transaction.version", "-"),
-            "drain": "complete" if (test.get("drain") or {}).get("complete") else "incomplete",
-            "anomalies": ", ".join(f"{n} {a['count']}{'' if not a.get('allowed') else ' (permitted)'}"
-                                   for n, a in sorted(anomalies.items())) or "none",
-            "wall_s": round(seconds), "run_dir": str(run_dir)}
+    return {
+        "system": system,
+        "version": test.get("version") or version,
+        "workload": workload,
+        "nemesis": nemesis,
+        "verdict": results.get("verdict", f"unchecked (exit {result.returncode})"),
+        "faults": faults,
+        "events": events,
+        "txn_version": setup.get("transaction.version", "-"),
+        "drain": "complete" if (test.get("drain") or {}).get("complete") else "incomplete",
+        "anomalies": ", ".join(
+            f"{n} {a['count']}{'' if not a.get('allowed') else ' (permitted)'}" for n, a in sorted(anomalies.items())
+        )
+        or "none",
+        "wall_s": round(seconds),
+        "run_dir": str(run_dir),
+    }
 
 
-def run_one(system: str, version: str | None, lab: str, workload: str, nemesis: str, extra: tuple,
-            seconds: float, store: Path) -> dict:
-    argv = ["run", "--system", system, "--lab", lab, "--workload", workload, "--time-limit", str(seconds),
-            "--nemesis", nemesis, "--store", str(store / f"{lab}-{workload}"), "--seed", "0", *extra]
+def run_one(
+    system: str, version: str | None, lab: str, workload: str, nemesis: str, extra: tuple, seconds: float, store: Path
+) -> dict:
+    argv = [
+        "run",
+        "--system",
+        system,
+        "--lab",
+        lab,
+        "--workload",
+        workload,
+        "--time-limit",
+        str(seconds),
+        "--nemesis",
+        nemesis,
+        "--store",
+        str(store / f"{lab}-{workload}"),
+        "--seed",
+        "0",
+        *extra,
+    ]
     if version:
         argv += ["--version", version]
     print(f"$ gregor {' '.join(argv)}", flush=True)
     started = time.monotonic()
     result = gregor(*argv, timeout=seconds * 4 + 900)
-    found = row(system, version, workload, nemesis, store / f"{lab}-{workload}", result,
-                time.monotonic() - started)
+    found = row(system, version, workload, nemesis, store / f"{lab}-{workload}", result, time.monotonic() - started)
     print(f"  -> {found['verdict']}: {found.get('anomalies', '')}", flush=True)
     return found
 
 
 def refusal(system: str, version: str, lab: str, workload: str, extra: tuple, store: Path) -> dict:
-    result = gregor("run", "--system", system, "--version", version, "--lab", lab, "--workload", workload,
-                    "--time-limit", "10", "--store", str(store / "refused"), *extra)
+    result = gregor(
+        "run",
+        "--system",
+        system,
+        "--version",
+        version,
+        "--lab",
+        lab,
+        "--workload",
+        workload,
+        "--time-limit",
+        "10",
+        "--store",
+        str(store / "refused"),
+        *extra,
+    )
     said = (result.stderr.strip().splitlines() or ["(nothing)"])[-1]
     print(f"  {system} {workload}: exit {result.returncode}: {said}", flush=True)
-    return {"system": system, "version": version, "workload": workload, "nemesis": "-",
-            "verdict": f"refused (exit {result.returncode})", "anomalies": said}
+    return {
+        "system": system,
+        "version": version,
+        "workload": workload,
+        "nemesis": "-",
+        "verdict": f"refused (exit {result.returncode})",
+        "anomalies": said,
+    }
 
 
 def external(seconds: float, store: Path) -> list[dict]:
     """A lab brought up under another name, then driven as a cluster Gregor did not start."""
     up = gregor("lab", "up", "--lab", "msrc", "--version", "3.9.1")
     if up.returncode != 0:
-        return [{"system": "external", "version": "-", "workload": "queue", "nemesis": CLIENT_FAULTS,
-                 "verdict": f"source lab failed: {up.stderr.strip()[-300:]}"}]
+        return [
+            {
+                "system": "external",
+                "version": "-",
+                "workload": "queue",
+                "nemesis": CLIENT_FAULTS,
+                "verdict": f"source lab failed: {up.stderr.strip()[-300:]}",
+            }
+        ]
     try:
         from harness.lab import Lab
+
         bootstrap = Lab.attach("msrc").bootstrap_servers
-        return [run_one("external", None, "mext", "queue", CLIENT_FAULTS, ("--bootstrap", bootstrap),
-                        seconds, store)]
+        return [run_one("external", None, "mext", "queue", CLIENT_FAULTS, ("--bootstrap", bootstrap), seconds, store)]
     finally:
         gregor("lab", "down", "--lab", "mext")
         gregor("lab", "down", "--lab", "msrc")
@@ -124,9 +188,11 @@ def markdown(rows: list[dict]) -> str:
     head = "| system | version | workload | nemesis | faults | events | txn protocol | drain | verdict | anomalies |"
     lines = [head, "|" + " --- |" * 10]
     for r in rows:
-        lines.append(f"| {r['system']} | {r['version']} | {r['workload']} | {r['nemesis']} | {r.get('faults', '-')} "
-                     f"| {r.get('events', '-')} | {r.get('txn_version', '-')} | {r.get('drain', '-')} "
-                     f"| {r['verdict']} | {r.get('anomalies', '')} |")
+        lines.append(
+            f"| {r['system']} | {r['version']} | {r['workload']} | {r['nemesis']} | {r.get('faults', '-')} "
+            f"| {r.get('events', '-')} | {r.get('txn_version', '-')} | {r.get('drain', '-')} "
+            f"| {r['verdict']} | {r.get('anomalies', '')} |"
+        )
     return "\n".join(lines)
 
 

@@ -7,10 +7,11 @@ test.json and applies to every instance of that name.
 from __future__ import annotations
 
 KAFKA_UNORDERED = "always (Kafka does not order concurrent transactions' writes)"
-INTERLEAVED_SENDS = ("always (other producers' writes to the partition can land between "
-                     "the records one operation sends)")
-G1C_WW = ("always (the cycle needs a ww edge, and Kafka places a transaction's writes "
-          "in the log when produced, not when committed)")
+INTERLEAVED_SENDS = "always (other producers' writes to the partition can land between the records one operation sends)"
+G1C_WW = (
+    "always (the cycle needs a ww edge, and Kafka places a transaction's writes "
+    "in the log when produced, not when committed)"
+)
 
 # Not anomalies: rows a finder emits to say something could not be checked.
 NOT_CHECKED = {"cycle-search-incomplete"}
@@ -20,7 +21,9 @@ SKIPPED_PERMITTED = "permitted-cycle-search-incomplete"
 DESCRIPTIONS = {
     "inconsistent-offsets": "one offset of a partition holds two or more different values",
     "duplicate": "one value stands at two or more offsets of its partition",
-    "lost-write": "a write that must have happened, at or below the highest offset any consumer read, that no consumer ever read",
+    "lost-write": (
+        "a write that must have happened, at or below the highest offset any consumer read, that no consumer ever read"
+    ),
     "unseen": "a write that must have happened that no consumer read by the end of the run",
     "aborted-read": "a consumer read a value whose write definitely failed or whose transaction aborted",
     "uncommitted-read": "a consumer read a value of another process's transaction before that transaction committed",
@@ -41,14 +44,21 @@ DESCRIPTIONS = {
     "G1c-ww": "a cycle of write-read dependencies that needs a write-write edge",
     "G1c-ww-process": "a cycle of write-read and write-write dependencies and process order",
     "G1c-ww-realtime": "a cycle of write-read and write-write dependencies, process order and real-time order",
-    "torn-transaction": "a committed transaction of which some writes were read and others never, after a complete drain",
+    "torn-transaction": (
+        "a committed transaction of which some writes were read and others never, after a complete drain"
+    ),
     "zombie-write": "a transaction of a fenced producer instance committed or was read after a newer instance started",
     "eos-duplicate": "consume-transform-produce wrote two or more outputs for one input record",
     "eos-lost": "consume-transform-produce committed past an input record that produced no output",
     "offset-commit-loss": "a consumer group committed past a record that none of its members read",
     "stuck-lso": "a read_committed consumer kept polling but saw a value only after the transaction timeout",
-    "cycle-search-incomplete": "the cycle search skipped a variant because the trimmed graph was too large; not an anomaly",
-    SKIPPED_PERMITTED: "the cycle search skipped always-permitted families (G0, G1c-ww) because the trimmed graph was too large; not an anomaly",
+    "cycle-search-incomplete": (
+        "the cycle search skipped a variant because the trimmed graph was too large; not an anomaly"
+    ),
+    SKIPPED_PERMITTED: (
+        "the cycle search skipped always-permitted families (G0, G1c-ww) because the trimmed graph was too large; not "
+        "an anomaly"
+    ),
 }
 
 
@@ -116,8 +126,10 @@ def why_allowed(name: str, test: dict) -> str | None:
     if name in NOT_CHECKED:
         reasons.append("not an anomaly: a check was skipped (the verdict is at best unknown)")
     if name == SKIPPED_PERMITTED:
-        reasons.append("not an anomaly: only families this configuration always permits were skipped, "
-                       "so the verdict does not depend on them")
+        reasons.append(
+            "not an anomaly: only families this configuration always permits were skipped, "
+            "so the verdict does not depend on them"
+        )
     return "; ".join(reasons) if reasons else None
 
 

@@ -6,17 +6,19 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-ANOMALY_SCHEMA = T.StructType([
-    T.StructField("name", T.StringType()),
-    T.StructField("key", T.LongType()),
-    T.StructField("value", T.LongType()),
-    T.StructField("values", T.ArrayType(T.LongType())),
-    T.StructField("offset", T.LongType()),
-    T.StructField("offsets", T.ArrayType(T.LongType())),
-    T.StructField("ops", T.ArrayType(T.LongType())),
-    T.StructField("time", T.LongType()),
-    T.StructField("cycle", T.StringType()),
-])
+ANOMALY_SCHEMA = T.StructType(
+    [
+        T.StructField("name", T.StringType()),
+        T.StructField("key", T.LongType()),
+        T.StructField("value", T.LongType()),
+        T.StructField("values", T.ArrayType(T.LongType())),
+        T.StructField("offset", T.LongType()),
+        T.StructField("offsets", T.ArrayType(T.LongType())),
+        T.StructField("ops", T.ArrayType(T.LongType())),
+        T.StructField("time", T.LongType()),
+        T.StructField("cycle", T.StringType()),
+    ]
+)
 
 ANOMALY_COLUMNS = [field.name for field in ANOMALY_SCHEMA.fields]
 

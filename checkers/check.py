@@ -15,8 +15,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pyspark.sql import functions as F
 from pyspark.sql import Window
+from pyspark.sql import functions as F
 
 from checkers import allowed as permissions
 from checkers import cycles, eos, liveness, nemesis_windows, passes, txn
@@ -40,8 +40,9 @@ def _example(row: dict, windows: list[dict]) -> dict:
     return example
 
 
-def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool,
-            torn: bool = False) -> tuple[str, list[str]]:
+def verdict(
+    anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool, torn: bool = False
+) -> tuple[str, list[str]]:
     """docs/ANOMALIES.md: invalid if any bad anomaly; else unknown if cut short,
     drain incomplete or empty; else valid. Also returns the reasons."""
     bad = [name for name, entry in anomalies.items() if entry["count"] > 0 and not entry["allowed"]]
@@ -65,9 +66,15 @@ def verdict(anomalies: dict, cut_short: bool, drain_complete: bool, empty: bool,
 def _frame_counts_and_examples(frame, max_examples: int) -> tuple[dict, dict, list]:
     """Counts, first examples and the keys/offsets named, of an anomaly DataFrame (one job)."""
     by_name = Window.partitionBy("name")
-    rows = (frame.select("*", F.row_number().over(by_name.orderBy(*passes.example_order())).alias("_n"),
-                         F.count(F.lit(1)).over(by_name).alias("_count"))
-            .where(F.col("_n") <= max(max_examples, 1)).collect())
+    rows = (
+        frame.select(
+            "*",
+            F.row_number().over(by_name.orderBy(*passes.example_order())).alias("_n"),
+            F.count(F.lit(1)).over(by_name).alias("_count"),
+        )
+        .where(F.col("_n") <= max(max_examples, 1))
+        .collect()
+    )
     counts = {row["name"]: row["_count"] for row in rows}
     examples: dict = {}
     for row in sorted(rows, key=lambda r: r["_n"]):
@@ -129,11 +136,14 @@ def _other_lane(t: Tables, max_examples: int, progress) -> tuple[tuple, dict]:
     last: their job raises a session setting (stats.HASH_GROUPS_CONF) that
     would also reach the aggregation eos plans; the cycle search, which may
     run meanwhile, has no aggregate it changes."""
-    found_txn = _timed(progress, "transactions",
-                       lambda: _anomaly_rows(txn.torn_transactions(t) + txn.zombie_writes(t)))
+    found_txn = _timed(progress, "transactions", lambda: _anomaly_rows(txn.torn_transactions(t) + txn.zombie_writes(t)))
     found_stuck = _timed(progress, "stuck-lso", lambda: _anomaly_rows(liveness.stuck_reads(t)))
-    found_eos = _timed(progress, "eos", lambda: _frame_counts_and_examples(eos.find(t), max_examples)
-                       if eos.applies(t) else ({}, {}, []), count=lambda found: sum(found[0].values()))
+    found_eos = _timed(
+        progress,
+        "eos",
+        lambda: _frame_counts_and_examples(eos.find(t), max_examples) if eos.applies(t) else ({}, {}, []),
+        count=lambda found: sum(found[0].values()),
+    )
     return (found_txn, found_stuck, found_eos), compute_stats(t)
 
 
@@ -142,7 +152,7 @@ def _merge(counts: dict, examples: dict, named: dict, rows: list[dict], max_exam
         counts[row["name"]] = counts.get(row["name"], 0) + 1
         examples.setdefault(row["name"], []).append(row)
     for name in {row["name"] for row in rows}:
-        examples[name] = sorted(examples[name], key=example_key)[:max(max_examples, 1)]
+        examples[name] = sorted(examples[name], key=example_key)[: max(max_examples, 1)]
     named_offsets(rows, named)
 
 
@@ -155,7 +165,9 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
     for name in sorted(counts):
         why = permissions.why_allowed(name, t.test)
         anomalies[name] = {
-            "count": counts[name], "allowed": why is not None, "why_allowed": why,
+            "count": counts[name],
+            "allowed": why is not None,
+            "why_allowed": why,
             "description": permissions.describe(name),
             "examples": [_example(row, windows) for row in examples.get(name, [])][:max_examples],
         }
@@ -163,7 +175,8 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
     cut_short = t.metrics["cut_short"] > 0 or torn
     result = {"verdict": None, "anomalies": anomalies, "cut_short": cut_short}
     result["verdict"], result["verdict_reasons"] = verdict(
-        anomalies, cut_short, permissions.drain_complete(t.test), stats["ops"] == 0, torn)
+        anomalies, cut_short, permissions.drain_complete(t.test), stats["ops"] == 0, torn
+    )
     result["config"] = permissions.config(t.test)
     result["stats"] = stats
     result["nemesis"] = nemesis_windows.public(windows)
@@ -171,9 +184,12 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
     result["elle"] = elle_section(t, t.directory, elle_jar)
     seconds = time.monotonic() - started
     events = stats["events"]
-    result["checker"] = {"engine": "spark", "seconds": round(seconds, 3),
-                         "events_per_s": round(events / seconds, 1) if seconds > 0 else None,
-                         "spark_master": t.spark.sparkContext.master}
+    result["checker"] = {
+        "engine": "spark",
+        "seconds": round(seconds, 3),
+        "events_per_s": round(events / seconds, 1) if seconds > 0 else None,
+        "spark_master": t.spark.sparkContext.master,
+    }
     return result
 
 
@@ -195,8 +211,10 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     t = load(directory, spark)
     progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")
     if t.metrics["torn_tail"]:
-        progress(f"  the last line ({t.metrics['torn_tail']} bytes, no newline) was cut off mid-write"
-                 " by a crash and is left out")
+        progress(
+            f"  the last line ({t.metrics['torn_tail']} bytes, no newline) was cut off mid-write"
+            " by a crash and is left out"
+        )
     try:
         result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:

@@ -18,18 +18,21 @@ EXTRA_COMMAND_MODULES = ("checkers.jepsen_import", "checkers.edn", "checkers.ell
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "check", help="check a run's history and write results.json",
+        "check",
+        help="check a run's history and write results.json",
         description="Reads DIR/history.jsonl and DIR/test.json, finds every anomaly of docs/ANOMALIES.md "
-                    "on Spark and writes DIR/results.json.",
-        epilog="Exit status: 0 valid, 1 invalid, 3 unknown (cut short, drain incomplete or empty), "
-               "2 bad input.",
+        "on Spark and writes DIR/results.json.",
+        epilog="Exit status: 0 valid, 1 invalid, 3 unknown (cut short, drain incomplete or empty), 2 bad input.",
     )
     parser.add_argument("dir", metavar="DIR", help="run directory holding history.jsonl and test.json")
     add_spark_arguments(parser)
-    parser.add_argument("--examples", type=int, default=10, metavar="N",
-                        help="examples kept per anomaly (default 10)")
-    parser.add_argument("--elle-jar", default=os.environ.get("GREGOR_ELLE_JAR"), metavar="PATH",
-                        help="Elle command-line jar to run as well (default $GREGOR_ELLE_JAR)")
+    parser.add_argument("--examples", type=int, default=10, metavar="N", help="examples kept per anomaly (default 10)")
+    parser.add_argument(
+        "--elle-jar",
+        default=os.environ.get("GREGOR_ELLE_JAR"),
+        metavar="PATH",
+        help="Elle command-line jar to run as well (default $GREGOR_ELLE_JAR)",
+    )
     parser.set_defaults(func=run_check)
     for name in EXTRA_COMMAND_MODULES:
         try:
@@ -45,17 +48,23 @@ def register(subparsers) -> None:
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     """--spark-master and --spark-conf, shared by every command that runs Spark."""
-    parser.add_argument("--spark-master", metavar="URL", default=None,
-                        help="Spark master (default $GREGOR_SPARK_MASTER or local[2])")
-    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="any Spark setting, repeatable (e.g. spark.driver.memory=2g)")
+    parser.add_argument(
+        "--spark-master", metavar="URL", default=None, help="Spark master (default $GREGOR_SPARK_MASTER or local[2])"
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Spark setting, repeatable (e.g. spark.driver.memory=2g)",
+    )
 
 
 def run_check(args) -> int:
-    from harness.errors import GregorError
     from checkers.check import check_dir
     from checkers.load import history_path
     from checkers.spark import get_spark, parse_conf
+    from harness.errors import GregorError
 
     if args.examples < 1:
         raise GregorError("--examples must be at least 1")
@@ -64,8 +73,13 @@ def run_check(args) -> int:
     conf = parse_conf(args.spark_conf)
     _check_run_files(args.dir)  # fail in a second, before a JVM starts
     spark = get_spark(args.spark_master, conf, history_bytes=history_path(args.dir).stat().st_size)
-    result = check_dir(args.dir, spark=spark, max_examples=args.examples, elle_jar=args.elle_jar,
-                       progress=lambda line: print(line, flush=True))
+    result = check_dir(
+        args.dir,
+        spark=spark,
+        max_examples=args.examples,
+        elle_jar=args.elle_jar,
+        progress=lambda line: print(line, flush=True),
+    )
     print(summary(result))
     print(f"results: {os.path.join(args.dir, 'results.json')}")
     return EXIT_CODES[result["verdict"]]
@@ -74,27 +88,33 @@ def run_check(args) -> int:
 def _check_run_files(directory: str) -> None:
     from pathlib import Path
 
-    from harness.errors import GregorError
     from checkers.load import read_test
+    from harness.errors import GregorError
 
     path = Path(directory)
     if not path.is_dir():
         raise GregorError(f"{directory}: no such run directory")
     if not (path / "history.jsonl").is_file():
-        raise GregorError(f"{path / 'history.jsonl'} not found: `gregor check` needs a run directory holding history.jsonl")
+        raise GregorError(
+            f"{path / 'history.jsonl'} not found: `gregor check` needs a run directory holding history.jsonl"
+        )
     read_test(path)
 
 
 def summary(result: dict) -> str:
     """A few lines for a human: verdict, then each anomaly with its count and permission."""
-    lines = [f"verdict: {result['verdict']}"
-             + (f" ({'; '.join(result.get('verdict_reasons') or [])})" if result.get("verdict_reasons") else "")]
+    lines = [
+        f"verdict: {result['verdict']}"
+        + (f" ({'; '.join(result.get('verdict_reasons') or [])})" if result.get("verdict_reasons") else "")
+    ]
     for name, entry in sorted(result["anomalies"].items()):
         permission = f"permitted because {entry['why_allowed']}" if entry["allowed"] else "bad"
         lines.append(f"  {name}: {entry['count']}, {permission}")
     stats = result.get("stats", {})
-    lines.append(f"ops: {stats.get('ops', 0)} (ok {stats.get('ok', 0)}, info {stats.get('info', 0)}, "
-                 f"fail {stats.get('fail', 0)}); checked in {result['checker']['seconds']}s")
+    lines.append(
+        f"ops: {stats.get('ops', 0)} (ok {stats.get('ok', 0)}, info {stats.get('info', 0)}, "
+        f"fail {stats.get('fail', 0)}); checked in {result['checker']['seconds']}s"
+    )
     for note in result.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines)

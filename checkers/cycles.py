@@ -76,8 +76,29 @@ from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.arrays import NULL, bitmaps, covered, merge_intervals
 from checkers.fetch import fetch_rows
 from checkers.history import NEMESIS, OK, TXN
-from checkers.keypass import (COVER, EDGE, HUB, I_ALL, I_C, I_CWR, I_WR, NODE, NODE_SHIFT, NO_TIME, PROC, ROUTE, RT,
-                              S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, Params, cover_bin)
+from checkers.keypass import (
+    COVER,
+    EDGE,
+    HUB,
+    I_ALL,
+    I_C,
+    I_CWR,
+    I_WR,
+    NO_TIME,
+    NODE_SHIFT,
+    PROC,
+    ROUTE,
+    RT,
+    S_CWR,
+    S_CWW,
+    S_WR,
+    S_WW,
+    SPAN,
+    WR,
+    WW,
+    Params,
+    cover_bin,
+)
 from checkers.load import OP_ROW, Tables, free_rows, known_keys, pid_route, stored_rows
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
@@ -102,10 +123,16 @@ class CycleKind:
 
 VARIANTS = {
     "data": [CycleKind("G0", WW, WW), CycleKind("G1c", WR, WR), CycleKind("G1c-ww", WW | WR, WW | WR)],
-    "process": [CycleKind("G0-process", WW | PROC, WW | PROC), CycleKind("G1c-process", WR | PROC, WR | PROC),
-                CycleKind("G1c-ww-process", WW | WR | PROC, WW | WR | PROC)],
-    "realtime": [CycleKind("G0-realtime", WW | PROC | RT, WW | RT), CycleKind("G1c-realtime", WR | PROC | RT, WR | RT),
-                 CycleKind("G1c-ww-realtime", WW | WR | PROC | RT, WW | WR | RT)],
+    "process": [
+        CycleKind("G0-process", WW | PROC, WW | PROC),
+        CycleKind("G1c-process", WR | PROC, WR | PROC),
+        CycleKind("G1c-ww-process", WW | WR | PROC, WW | WR | PROC),
+    ],
+    "realtime": [
+        CycleKind("G0-realtime", WW | PROC | RT, WW | RT),
+        CycleKind("G1c-realtime", WR | PROC | RT, WR | RT),
+        CycleKind("G1c-ww-realtime", WW | WR | PROC | RT, WW | WR | RT),
+    ],
 }
 BY_NAME = {kind.name: kind for kinds in VARIANTS.values() for kind in kinds}
 
@@ -149,15 +176,20 @@ def cycle_rows(t: Tables, edge_cap: int = EDGE_CAP) -> list[tuple]:
         if len(graph) > edge_cap:
             graph = trim(graph)
         if len(graph) > edge_cap:
-            rows.append(_skipped(t, kinds, f"{'/'.join(names)} not checked: {len(graph)} edges remain after "
-                                           f"trimming, above the cap of {edge_cap}"))
+            rows.append(
+                _skipped(
+                    t,
+                    kinds,
+                    f"{'/'.join(names)} not checked: {len(graph)} edges remain after "
+                    f"trimming, above the cap of {edge_cap}",
+                )
+            )
             continue
         if not has_cycle(graph, _union(kind.allowed for kind in kinds)):
             continue  # a cycle any of these kinds allows is a cycle of their union
         for kind in kinds:
             for walk in map(without_hubs, search(graph, kind.allowed, kind.required)):
-                rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk],
-                             describe(walk)))
+                rows.append((kind.name, _first_key(walk), [node // NODE_SHIFT for node, _, _ in walk], describe(walk)))
     found = sorted({op for row in rows if len(row) == 4 for op in row[2]})
     when = {op: times[op] for op in found if op in times}
     missing = [op for op in found if op not in when]
@@ -169,8 +201,9 @@ def cycle_rows(t: Tables, edge_cap: int = EDGE_CAP) -> list[tuple]:
             out.append(row)
             continue
         name, key, ops, cycle = row
-        out.append((name, key, None, None, None, None, ops,
-                    max((when.get(op) or 0 for op in ops), default=None), cycle))
+        out.append(
+            (name, key, None, None, None, None, ops, max((when.get(op) or 0 for op in ops), default=None), cycle)
+        )
     return out
 
 
@@ -181,6 +214,7 @@ def _skipped(t: Tables, kinds, why: str) -> tuple:
 
 
 # ---------------------------------------------------------------- spans
+
 
 def _intervals(t: Tables) -> dict:
     """Merged spans per interval set (only the non-empty ones)."""
@@ -193,7 +227,9 @@ def _intervals(t: Tables) -> dict:
     for interval_set, parts in SPANS_OF.items():
         pairs = [pair for part in parts for pair in spans.get(part, [])]
         if pairs:
-            lo, hi = merge_intervals(np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64))
+            lo, hi = merge_intervals(
+                np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)
+            )
             result[interval_set] = (lo, hi)
     return result
 
@@ -207,6 +243,7 @@ def _process_spans(t: Tables) -> list[tuple]:
 
 
 # ---------------------------------------------------------------- the covered graphs
+
 
 def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     """(family -> list of (src, dst, kind, key) edges, or why it was not built;
@@ -236,8 +273,9 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
             ops = _covered_ops(t, intervals[interval_set], routes, ports)
         if not isinstance(ops, str) and (ops is not wide or interval_set == ordered[-1]):
             times.update((r["op"], r["complete_time"] or r["invoke_time"]) for r in ops)  # once per collect
-        ordering[interval_set] = ops if isinstance(ops, str) else _order_edges(
-            ops, intervals[interval_set], nodes.get(interval_set, []))
+        ordering[interval_set] = (
+            ops if isinstance(ops, str) else _order_edges(ops, intervals[interval_set], nodes.get(interval_set, []))
+        )
     graphs = {}
     for family, (_, interval_set, with_process, with_realtime) in FAMILIES.items():
         if interval_set not in intervals:
@@ -265,16 +303,24 @@ def _cycle_pass(t: Tables, intervals: dict) -> tuple[dict, set, list, list[int]]
     whose ops reach into the widest set of the process order (I_ALL's spans
     include I_WR's, so one collect of covered ops serves both)."""
     widest = [s for s in (I_WR, I_ALL) if s in intervals][-1:]
-    params = Params(mode="cycles", read_txns=passes.main_params(t).read_txns, intervals=intervals,
-                    wide=intervals[widest[0]] if widest else None)
+    params = Params(
+        mode="cycles",
+        read_txns=passes.main_params(t).read_txns,
+        intervals=intervals,
+        wide=intervals[widest[0]] if widest else None,
+    )
     out = stored_rows(passes.key_pass(t, params, keys=_near_keys(t, intervals)), t.storage)
     try:
         counts = {(r["tag"], r["d"]): r["count"] for r in out.groupBy("tag", "d").count().collect()}
         too_big = {family for (tag, family), n in counts.items() if tag == EDGE and n > DRIVER_EDGES}
         wanted = [family for family in intervals if family not in too_big]
-        rows = (fetch_rows(out.where(F.col("d").isin(wanted) | (F.col("tag") == ROUTE))
-                           .select("tag", "key", "a", "b", "c", "d"))
-                if wanted else [])
+        rows = (
+            fetch_rows(
+                out.where(F.col("d").isin(wanted) | (F.col("tag") == ROUTE)).select("tag", "key", "a", "b", "c", "d")
+            )
+            if wanted
+            else []
+        )
     finally:
         free_rows(out)
     routes = sorted({pid_route(r["a"]) for r in rows if r["tag"] == ROUTE})
@@ -294,8 +340,10 @@ def _near_keys(t: Tables, intervals: dict) -> list[int] | None:
     covers = passes.small(t).get(COVER, [])
     if cover is None or not covers:
         return None
-    spans = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
-                            np.concatenate([pair[1] for pair in intervals.values()]))
+    spans = merge_intervals(
+        np.concatenate([pair[0] for pair in intervals.values()]),
+        np.concatenate([pair[1] for pair in intervals.values()]),
+    )
     lo, hi = (cover_bin(bound, cover) for bound in spans)
     span_bins = bitmaps(np.zeros(len(lo), np.int64), lo, hi, 1, cover[2])[0]
     near = sorted(r["key"] for r in covers if (np.asarray(r["values"], np.int64) & span_bins).any())
@@ -312,16 +360,26 @@ def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | No
     # An op row's route is its process's (checkers/load.py), and the table is
     # already partitioned by route: no shuffle, only a sort within partitions.
     w = Window.partitionBy("route").orderBy("invoke_index")
-    return graph.select("*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi"))
+    return graph.select(
+        "*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi")
+    )
 
 
 def _graph_op_ports(t: Tables) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi."""
     ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     ops, ports = _with_ports(t, ops)
-    return (ops.where(ports["graph_op"])
-            .select("op", "route", "pid", "process", "type", "invoke_index", "invoke_time", "complete_time",
-                    *[ports[name].alias(name) for name in ("in_port", "in_phi", "out_port", "out_phi", "multi")]))
+    return ops.where(ports["graph_op"]).select(
+        "op",
+        "route",
+        "pid",
+        "process",
+        "type",
+        "invoke_index",
+        "invoke_time",
+        "complete_time",
+        *[ports[name].alias(name) for name in ("in_port", "in_phi", "out_port", "out_phi", "multi")],
+    )
 
 
 def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
@@ -331,8 +389,9 @@ def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
     doubled phi, and whether it has a hub."""
     info = _info_nodes(t)
     if info:
-        info_df = t.spark.createDataFrame([(op, len(m), min(m)) for op, m in info.items()],
-                                          "op long, info_must long, info_mop long")
+        info_df = t.spark.createDataFrame(
+            [(op, len(m), min(m)) for op, m in info.items()], "op long, info_must long, info_mop long"
+        )
         ops = ops.join(F.broadcast(info_df), "op", "left")
     else:
         ops = ops.withColumn("info_must", F.lit(None).cast("long")).withColumn("info_mop", F.lit(None).cast("long"))
@@ -350,17 +409,20 @@ def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
     single = F.when(per_send & ~reader, base + F.coalesce(F.col("info_mop"), F.lit(0)) + 1).otherwise(base)
     single_phi = 2 * F.when(per_send | ~reader, w_phi).otherwise(r_phi)
     top = F.when(reader, r_phi).otherwise(w_phi)
-    return ops, {"graph_op": (n_must > 0) | reader,
-                 "in_port": F.when(multi, base + IN_HUB).otherwise(single),
-                 "in_phi": F.when(multi, 2 * w_phi - 1).otherwise(single_phi),
-                 "out_port": F.when(multi, base + OUT_HUB).otherwise(single),
-                 "out_phi": F.when(multi, 2 * top + 1).otherwise(single_phi),
-                 "multi": multi}
+    return ops, {
+        "graph_op": (n_must > 0) | reader,
+        "in_port": F.when(multi, base + IN_HUB).otherwise(single),
+        "in_phi": F.when(multi, 2 * w_phi - 1).otherwise(single_phi),
+        "out_port": F.when(multi, base + OUT_HUB).otherwise(single),
+        "out_phi": F.when(multi, 2 * top + 1).otherwise(single_phi),
+        "multi": multi,
+    }
 
 
 def _info_nodes(t: Tables) -> dict:
     """op -> mop indices of its sends that must have happened, for `info` ops."""
     from checkers.keypass import INFO_NODE
+
     nodes: dict = {}
     for row in passes.small(t).get(INFO_NODE, []):
         nodes.setdefault(row["a"], []).append(row["b"])
@@ -396,6 +458,7 @@ def _inside(intervals, *phis: F.Column) -> F.Column:
 def _inside_in_python(intervals, *names: str):
     """A mapInArrow function keeping the rows with one of these columns in
     one of the intervals (nulls never are), by numpy's sorted search."""
+
     def run(batches):
         for batch in batches:
             keep = np.zeros(batch.num_rows, dtype=bool)
@@ -404,6 +467,7 @@ def _inside_in_python(intervals, *names: str):
                 keep |= covered(values, *intervals)
             if keep.any():
                 yield batch.filter(pa.array(keep))
+
     return run
 
 
@@ -415,19 +479,27 @@ def _order_edges(candidates: list, intervals, covered_nodes) -> dict:
     """Process, hub and realtime edges between covered ports and nodes
     (candidates: _covered_ops of these intervals or of wider ones)."""
     lo, hi = intervals
-    phis = np.array(sorted({phi for r in candidates for phi in (r["in_phi"], r["out_phi"], r["prev_out_phi"])
-                            if phi is not None}), np.int64)
+    phis = np.array(
+        sorted({phi for r in candidates for phi in (r["in_phi"], r["out_phi"], r["prev_out_phi"]) if phi is not None}),
+        np.int64,
+    )
     inside = set(phis[covered(phis, lo, hi)].tolist())
 
     def ok_phi(phi):
         return phi in inside
+
     rows = [r for r in candidates if ok_phi(r["in_phi"]) or ok_phi(r["out_phi"])]
     process, legs = [], []
     ports, info = {}, {}
     for r in rows:
         ports[r["op"]] = (r["out_port"], r["in_port"])
-        info[r["op"]] = {"op": r["op"], "process": r["process"], "type": r["type"],
-                         "invoke_time": r["invoke_time"], "complete_time": r["complete_time"]}
+        info[r["op"]] = {
+            "op": r["op"],
+            "process": r["process"],
+            "type": r["type"],
+            "invoke_time": r["invoke_time"],
+            "complete_time": r["complete_time"],
+        }
         if r["prev_out"] is not None and ok_phi(r["in_phi"]) and ok_phi(r["prev_out_phi"]):
             process.append((r["prev_out"], r["in_port"], PROC, None))
     phi_of = {}
@@ -490,10 +562,15 @@ def realtime_edges(info: dict, ports: dict) -> list[tuple]:
 
 def _op_times(t: Tables, ops: list[int]) -> dict:
     """When each op happened (completion, or invoke when cut short)."""
-    chosen = (t.ops.where(F.col("op").isin(ops)) if len(ops) <= 200 else
-              t.ops.join(t.spark.createDataFrame([(op,) for op in ops], "op long"), "op", "left_semi"))
-    return {r["op"]: r["complete_time"] or r["invoke_time"]
-            for r in chosen.select("op", "complete_time", "invoke_time").collect()}
+    chosen = (
+        t.ops.where(F.col("op").isin(ops))
+        if len(ops) <= 200
+        else t.ops.join(t.spark.createDataFrame([(op,) for op in ops], "op long"), "op", "left_semi")
+    )
+    return {
+        r["op"]: r["complete_time"] or r["invoke_time"]
+        for r in chosen.select("op", "complete_time", "invoke_time").collect()
+    }
 
 
 def _dedupe(edges):
@@ -520,6 +597,7 @@ def trim(edges):
 
 
 # ---------------------------------------------------------------- the search (driver side)
+
 
 def strongly_connected(adjacency: dict) -> list[list]:
     """Iterative Tarjan: the SCCs of ``{node: [(next, ...), ...]}`` (no recursion limit)."""

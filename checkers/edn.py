@@ -29,6 +29,7 @@ from harness.errors import GregorError
 @dataclass(frozen=True, slots=True)
 class Keyword:
     """An EDN keyword such as :send (name without the colon)."""
+
     name: str
 
     def __str__(self) -> str:
@@ -38,6 +39,7 @@ class Keyword:
 @dataclass(frozen=True, slots=True)
 class Symbol:
     """An EDN symbol such as foo/bar."""
+
     name: str
 
     def __str__(self) -> str:
@@ -47,6 +49,7 @@ class Symbol:
 @dataclass(frozen=True, slots=True)
 class Tagged:
     """A tagged literal whose tag we do not interpret, e.g. #inst "..."."""
+
     tag: str
     value: Any
 
@@ -60,13 +63,12 @@ class EdnError(GregorError):
     """Malformed EDN: the message names the line and the problem."""
 
 
-_CHARS = {"newline": "\n", "return": "\r", "space": " ", "tab": "\t",
-          "formfeed": "\f", "backspace": "\b"}
-_STRING_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r",
-                   "b": "\b", "f": "\f"}
+_CHARS = {"newline": "\n", "return": "\r", "space": " ", "tab": "\t", "formfeed": "\f", "backspace": "\b"}
+_STRING_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
 # One token at a time. Whitespace includes commas; comments run to line end.
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>[\s,]+|;[^\n]*)
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<open>\#\{|[\[({])
@@ -76,7 +78,9 @@ _TOKEN = re.compile(r"""
   | (?P<symbolic>\#\#[A-Za-z]+)
   | (?P<char>\\(?:newline|return|space|tab|formfeed|backspace|u[0-9a-fA-F]{4}|.))
   | (?P<atom>[^\s,\[\](){}"\\;\#][^\s,\[\](){}"\\;]*)
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
 
 _INT = re.compile(r"[+-]?\d+N?\Z")
 _FLOAT = re.compile(r"[+-]?\d+(\.\d*)?([eE][+-]?\d+)?M?\Z")
@@ -102,7 +106,7 @@ class _Tokens:
         if not chunk:
             self.eof = True
             return False
-        self.buf = self.buf[self.pos:] + chunk
+        self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
         return True
 
@@ -117,9 +121,8 @@ class _Tokens:
                     continue
                 match = _TOKEN.match(self.buf, self.pos)
             if match is None:
-                bad = self.buf[self.pos:self.pos + 20]
-                raise EdnError(f"EDN line {self.line}: cannot read {bad!r} "
-                               "(unterminated string or stray character)")
+                bad = self.buf[self.pos : self.pos + 20]
+                raise EdnError(f"EDN line {self.line}: cannot read {bad!r} (unterminated string or stray character)")
             kind, text, line = match.lastgroup, match.group(), self.line
             self.line += text.count("\n")
             self.pos = match.end()
@@ -144,8 +147,7 @@ class _Parser:
             token = self._next()
             if token is None:
                 if closer is not None:
-                    raise EdnError(f"EDN line {self.tokens.line}: input ends "
-                                   f"before the closing {closer!r}")
+                    raise EdnError(f"EDN line {self.tokens.line}: input ends before the closing {closer!r}")
                 return _EOF
             kind, text, line = token
             if kind == "discard":
@@ -153,8 +155,9 @@ class _Parser:
                 continue
             if kind == "close":
                 if text != closer:
-                    raise EdnError(f"EDN line {line}: unexpected {text!r}"
-                                   + (f", expected {closer!r}" if closer else ""))
+                    raise EdnError(
+                        f"EDN line {line}: unexpected {text!r}" + (f", expected {closer!r}" if closer else "")
+                    )
                 return _END
             return self._value(kind, text, line)
 
@@ -176,10 +179,8 @@ class _Parser:
             if text == "#{":
                 return frozenset(_hashable(i) for i in items)
             if len(items) % 2:
-                raise EdnError(f"EDN line {line}: a map needs an even number "
-                               "of forms")
-            return {_hashable(items[i]): items[i + 1]
-                    for i in range(0, len(items), 2)}
+                raise EdnError(f"EDN line {line}: a map needs an even number of forms")
+            return {_hashable(items[i]): items[i + 1] for i in range(0, len(items), 2)}
         if kind == "string":
             return _unescape(text[1:-1], line)
         if kind == "tag":
@@ -190,8 +191,7 @@ class _Parser:
                 return value
             return Tagged(tag, value)
         if kind == "symbolic":
-            return {"##Inf": math.inf, "##-Inf": -math.inf,
-                    "##NaN": math.nan}.get(text) or _bad(line, text)
+            return {"##Inf": math.inf, "##-Inf": -math.inf, "##NaN": math.nan}.get(text) or _bad(line, text)
         if kind == "char":
             body = text[1:]
             if body in _CHARS:
@@ -242,8 +242,8 @@ def _unescape(body: str, line: int) -> str:
         if nxt in _STRING_ESCAPES:
             out.append(_STRING_ESCAPES[nxt])
             i += 2
-        elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2:i + 6]):
-            out.append(chr(int(body[i + 2:i + 6], 16)))
+        elif nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2 : i + 6]):
+            out.append(chr(int(body[i + 2 : i + 6], 16)))
             i += 6
         else:
             raise EdnError(f"EDN line {line}: unknown string escape \\{nxt}")
@@ -254,8 +254,7 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, dict):
-        return tuple(sorted(((_hashable(k), _hashable(v))
-                             for k, v in value.items()), key=repr))
+        return tuple(sorted(((_hashable(k), _hashable(v)) for k, v in value.items()), key=repr))
     return value
 
 
@@ -305,8 +304,7 @@ def iter_history(path: str) -> Iterator[dict]:
                 yield item
             rest = parser.form()
             if rest is not _EOF:
-                raise EdnError(f"EDN line {parser.tokens.line}: unexpected "
-                               "form after the history vector")
+                raise EdnError(f"EDN line {parser.tokens.line}: unexpected form after the history vector")
             return
         parser.pending = first
         while (value := parser.form()) is not _EOF:
@@ -314,6 +312,7 @@ def iter_history(path: str) -> Iterator[dict]:
 
 
 # ---------------------------------------------------------------- writer
+
 
 def dumps(value: Any) -> str:
     """Writes a value as EDN (the inverse of the reader's mapping)."""
@@ -378,6 +377,7 @@ def _seq(items, opener, closer, out):
 
 
 def _quote(text: str) -> str:
-    escaped = (text.replace("\\", "\\\\").replace('"', '\\"')
-               .replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r"))
+    escaped = (
+        text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    )
     return '"' + escaped + '"'

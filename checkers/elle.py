@@ -66,24 +66,46 @@ JEPSEN_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 LIST_APPEND_FS = {"send", "poll", "txn"}
 EXAMPLES = 3
 
-_K = {name: Keyword(name) for name in (
-    "type", "f", "value", "process", "time", "index", "error", "send", "poll",
-    "append", "r", "txn", "nemesis", "info", "invoke")}
+_K = {
+    name: Keyword(name)
+    for name in (
+        "type",
+        "f",
+        "value",
+        "process",
+        "time",
+        "index",
+        "error",
+        "send",
+        "poll",
+        "append",
+        "r",
+        "txn",
+        "nemesis",
+        "info",
+        "invoke",
+    )
+}
 
-LINE_SCHEMA = T.StructType([T.StructField("time", T.LongType()),
-                            T.StructField("index", T.LongType()),
-                            T.StructField("text", T.StringType())])
+LINE_SCHEMA = T.StructType(
+    [T.StructField("time", T.LongType()), T.StructField("index", T.LongType()), T.StructField("text", T.StringType())]
+)
 
 
 # ------------------------------------------------------------ per-op lines
+
 
 def _process(value: str):
     return _K["nemesis"] if value == "nemesis" else int(value)
 
 
 def _head(row, type_: str, time) -> dict:
-    return {_K["type"]: Keyword(type_), _K["f"]: Keyword(row["f"]),
-            _K["process"]: _process(row["process"]), _K["time"]: time}
+    return {
+        _K["type"]: Keyword(type_),
+        _K["f"]: Keyword(row["f"]),
+        _K["process"]: _process(row["process"]),
+        _K["time"]: time,
+    }
 
 
 def _line(op_map: dict) -> str:
@@ -183,6 +205,7 @@ def list_append_lines(row) -> list[tuple[int, int, str]]:
 
 # ------------------------------------------------------------ writing
 
+
 def _write_ordered(lines: DataFrame, path: Path, partitions: int) -> int:
     """Writes (time, index, text) lines sorted by time, then index, with dense :index values.
 
@@ -226,6 +249,7 @@ def _tables(source, spark=None):
         return source
     from checkers.load import load
     from checkers.spark import get_spark
+
     return load(Path(source), spark or get_spark())
 
 
@@ -233,6 +257,7 @@ def _spark_and_dir(source, spark=None):
     if hasattr(source, "rows"):
         return source.spark, source.directory
     from checkers.spark import get_spark
+
     return spark or get_spark(), Path(source)
 
 
@@ -248,22 +273,31 @@ def _prefix_reads(t) -> DataFrame:
     log = facts.log(t)
     by_index = log.groupBy("key", "index").agg(F.min("value").alias("value"))
     logs = by_index.groupBy("key").agg(
-        F.transform(F.sort_array(F.collect_list(F.struct("index", "value"))),
-                    lambda s: s["value"]).alias("values"))
-    reads = (facts.ok_reads(t).join(log.select("key", "offset", "index"), ["key", "offset"])
-             .groupBy("op", "key").agg(F.max("index").alias("top")))
-    return (reads.join(logs, "key")
-            .select("op", F.struct("key", F.slice("values", 1, F.col("top") + 1).alias("prefix")).alias("read"))
-            .groupBy("op").agg(F.collect_list("read").alias("reads")))
+        F.transform(F.sort_array(F.collect_list(F.struct("index", "value"))), lambda s: s["value"]).alias("values")
+    )
+    reads = (
+        facts.ok_reads(t)
+        .join(log.select("key", "offset", "index"), ["key", "offset"])
+        .groupBy("op", "key")
+        .agg(F.max("index").alias("top"))
+    )
+    return (
+        reads.join(logs, "key")
+        .select("op", F.struct("key", F.slice("values", 1, F.col("top") + 1).alias("prefix")).alias("read"))
+        .groupBy("op")
+        .agg(F.collect_list("read").alias("reads"))
+    )
 
 
 def export_list_append(source, path, spark=None) -> int:
     """Writes the Elle list-append form of a run (Tables or directory); returns lines."""
     t = _tables(source, spark)
     try:
-        ops = (ops_with_mops(t.spark, t.directory)
-               .where(F.col("f").isin(*LIST_APPEND_FS) & (F.col("process") != "nemesis"))
-               .join(_prefix_reads(t), "op", "left"))
+        ops = (
+            ops_with_mops(t.spark, t.directory)
+            .where(F.col("f").isin(*LIST_APPEND_FS) & (F.col("process") != "nemesis"))
+            .join(_prefix_reads(t), "op", "left")
+        )
         lines = ops.rdd.flatMap(list_append_lines)
         return _write_ordered(t.spark.createDataFrame(lines, LINE_SCHEMA), Path(path), _partitions(t.spark))
     finally:
@@ -273,11 +307,24 @@ def export_list_append(source, path, spark=None) -> int:
 
 # ------------------------------------------------------------ running Elle
 
+
 def elle_command(jar: str, history: str) -> list[str]:
     """elle-cli's command line: list-append model, JSON analysis on stdout."""
-    return ["java", "-Xmx512m", "-jar", jar, "--model", "list-append",
-            "--output", "json", "--anomalies", ELLE_ANOMALIES,
-            "--consistency-models", ELLE_MODELS, history]
+    return [
+        "java",
+        "-Xmx512m",
+        "-jar",
+        jar,
+        "--model",
+        "list-append",
+        "--output",
+        "json",
+        "--anomalies",
+        ELLE_ANOMALIES,
+        "--consistency-models",
+        ELLE_MODELS,
+        history,
+    ]
 
 
 def parse_elle_output(stdout: str) -> dict:
@@ -302,11 +349,9 @@ def parse_elle_output(stdout: str) -> dict:
     anomalies = {}
     for name, instances in sorted((analysis.get("anomalies") or {}).items()):
         instances = instances if isinstance(instances, list) else [instances]
-        anomalies[name] = {"count": len(instances),
-                           "examples": [_shorten(i) for i in instances[:EXAMPLES]]}
+        anomalies[name] = {"count": len(instances), "examples": [_shorten(i) for i in instances[:EXAMPLES]]}
     valid = analysis.get("valid?")
-    return {"valid": valid, "anomaly_types": analysis.get("anomaly-types", sorted(anomalies)),
-            "anomalies": anomalies}
+    return {"valid": valid, "anomaly_types": analysis.get("anomaly-types", sorted(anomalies)), "anomalies": anomalies}
 
 
 def _shorten(instance, limit: int = 2000):
@@ -329,9 +374,11 @@ def elle_section(t, run_dir, elle_jar: str | None = None) -> dict:
         return unavailable("java is not on PATH, so the Elle jar cannot run")
     events = t.metrics["events"]
     if events > ELLE_MAX_EVENTS:
-        return unavailable(f"history of {events} events is above the Elle export limit of "
-                           f"{ELLE_MAX_EVENTS} (GREGOR_ELLE_MAX_EVENTS): the list-append "
-                           "form grows with the square of a key's log")
+        return unavailable(
+            f"history of {events} events is above the Elle export limit of "
+            f"{ELLE_MAX_EVENTS} (GREGOR_ELLE_MAX_EVENTS): the list-append "
+            "form grows with the square of a key's log"
+        )
     history = Path(run_dir) / "elle-list-append.edn"
     export_list_append(t, history)
     command = elle_command(jar, str(history))
@@ -352,8 +399,7 @@ def elle_section(t, run_dir, elle_jar: str | None = None) -> dict:
 
 # ------------------------------------------------------------ CLI
 
-EXPORT_FORMATS = {"jepsen": ("history.edn", export_jepsen_edn),
-                  "elle": ("elle-list-append.edn", export_list_append)}
+EXPORT_FORMATS = {"jepsen": ("history.edn", export_jepsen_edn), "elle": ("elle-list-append.edn", export_list_append)}
 
 
 def register_export(subparsers) -> None:
@@ -361,14 +407,16 @@ def register_export(subparsers) -> None:
     from checkers.cli import add_spark_arguments
 
     parser = subparsers.add_parser(
-        "export", help="write a run's history in Jepsen's Kafka EDN or Elle's list-append form",
+        "export",
+        help="write a run's history in Jepsen's Kafka EDN or Elle's list-append form",
         description="Jepsen form: run Jepsen's Kafka checker on it. Elle form: "
-                    "java -jar elle-cli.jar --model list-append FILE.")
+        "java -jar elle-cli.jar --model list-append FILE.",
+    )
     parser.add_argument("dir", metavar="DIR", help="run directory holding history.jsonl and test.json")
-    parser.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="jepsen",
-                        help="jepsen (default) or elle")
-    parser.add_argument("--out", metavar="PATH",
-                        help="output file (default DIR/history.edn or DIR/elle-list-append.edn)")
+    parser.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="jepsen", help="jepsen (default) or elle")
+    parser.add_argument(
+        "--out", metavar="PATH", help="output file (default DIR/history.edn or DIR/elle-list-append.edn)"
+    )
     add_spark_arguments(parser)
     parser.set_defaults(func=_run_export)
 

@@ -34,30 +34,63 @@ def find(t: Tables) -> DataFrame:
 
 def _outputs(t: Tables) -> DataFrame:
     """Outputs that must have happened, of copier groups' ops, with their input record."""
-    return (passes.main(t).where(F.col("tag") == EOS_OUT)
-            .select(F.col("a").alias("group"), F.col("b").alias("from_key"), F.col("c").alias("from_value"),
-                    "key", "value", F.col("d").alias("op"), F.col("time").alias("complete_time")))
+    return (
+        passes.main(t)
+        .where(F.col("tag") == EOS_OUT)
+        .select(
+            F.col("a").alias("group"),
+            F.col("b").alias("from_key"),
+            F.col("c").alias("from_value"),
+            "key",
+            "value",
+            F.col("d").alias("op"),
+            F.col("time").alias("complete_time"),
+        )
+    )
 
 
 def duplicates(t: Tables) -> DataFrame:
     """One row per input record that is the source of two or more outputs that must have happened."""
-    per_input = (_outputs(t).groupBy("group", "from_key", "from_value")
-                 .agg(F.collect_set(F.struct("key", "value")).alias("outs"),
-                      F.array_sort(F.collect_set("op")).alias("ops"),
-                      F.max("complete_time").alias("time"))
-                 .where(F.size("outs") >= 2))
-    offsets = (passes.main(t).where(F.col("tag") == EOS_POS)
-               .select(F.col("key").alias("from_key"), F.col("value").alias("from_value"), "offset"))
+    per_input = (
+        _outputs(t)
+        .groupBy("group", "from_key", "from_value")
+        .agg(
+            F.collect_set(F.struct("key", "value")).alias("outs"),
+            F.array_sort(F.collect_set("op")).alias("ops"),
+            F.max("complete_time").alias("time"),
+        )
+        .where(F.size("outs") >= 2)
+    )
+    offsets = (
+        passes.main(t)
+        .where(F.col("tag") == EOS_POS)
+        .select(F.col("key").alias("from_key"), F.col("value").alias("from_value"), "offset")
+    )
     found = per_input.join(offsets, ["from_key", "from_value"], "left")
-    return conform(found, "eos-duplicate", key=F.col("from_key"), value=F.col("from_value"),
-                   values=F.array_sort(F.transform("outs", lambda o: o["value"])))
+    return conform(
+        found,
+        "eos-duplicate",
+        key=F.col("from_key"),
+        value=F.col("from_value"),
+        values=F.array_sort(F.transform("outs", lambda o: o["value"])),
+    )
 
 
 def losses(t: Tables) -> DataFrame:
     """One row per input record below the group's committed position that no output came from."""
-    below = (passes.main(t).where(F.col("tag") == EOS_REC)
-             .select(F.col("a").alias("group"), "key", "value", "offset", F.col("b").alias("writer"),
-                     F.col("c").alias("commit_op"), F.col("time").alias("commit_time")))
+    below = (
+        passes.main(t)
+        .where(F.col("tag") == EOS_REC)
+        .select(
+            F.col("a").alias("group"),
+            "key",
+            "value",
+            "offset",
+            F.col("b").alias("writer"),
+            F.col("c").alias("commit_op"),
+            F.col("time").alias("commit_time"),
+        )
+    )
     copied = _outputs(t).select("group", F.col("from_key").alias("key"), F.col("from_value").alias("value")).distinct()
     lost = below.join(copied, ["group", "key", "value"], "left_anti")
     return conform(lost, "eos-lost", ops=F.array("writer", "commit_op"), time=F.col("commit_time"))

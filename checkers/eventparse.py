@@ -30,14 +30,34 @@ from checkers.history import COMMIT, INVOKE, MOP_FS, NEMESIS, POLL, SEND, TYPE_C
 INVOKE_CODE = 3
 TYPE_CODE = dict(TYPE_CODES, **{INVOKE: INVOKE_CODE})
 
-MOP_TYPE = pa.struct([("f", pa.string()), ("key", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()),
-                      ("poll", pa.int32()), ("from", pa.list_(pa.int64()))])
+MOP_TYPE = pa.struct(
+    [
+        ("f", pa.string()),
+        ("key", pa.int64()),
+        ("value", pa.int64()),
+        ("offset", pa.int64()),
+        ("poll", pa.int32()),
+        ("from", pa.list_(pa.int64())),
+    ]
+)
 REBALANCE_TYPE = pa.struct([("type", pa.string()), ("keys", pa.list_(pa.int64()))])
-_FIELDS = [("index", pa.int64()), ("time", pa.int64()), ("process", pa.int64()), ("type", pa.string()),
-           ("f", pa.string()), ("mops", pa.list_(MOP_TYPE)), ("keys", pa.list_(pa.int64())),
-           ("error", pa.string()), ("group", pa.string()), ("rebalance", pa.list_(REBALANCE_TYPE)),
-           ("txn_id", pa.string()), ("producer_id", pa.int64()), ("epoch", pa.int64()),
-           ("commit_time", pa.int64()), ("auto", pa.bool_())]
+_FIELDS = [
+    ("index", pa.int64()),
+    ("time", pa.int64()),
+    ("process", pa.int64()),
+    ("type", pa.string()),
+    ("f", pa.string()),
+    ("mops", pa.list_(MOP_TYPE)),
+    ("keys", pa.list_(pa.int64())),
+    ("error", pa.string()),
+    ("group", pa.string()),
+    ("rebalance", pa.list_(REBALANCE_TYPE)),
+    ("txn_id", pa.string()),
+    ("producer_id", pa.int64()),
+    ("epoch", pa.int64()),
+    ("commit_time", pa.int64()),
+    ("auto", pa.bool_()),
+]
 CLIENT_SCHEMA = pa.schema(_FIELDS)
 # What parse() returns: the client schema, `process` as a number (-1 for the
 # nemesis), plus whether the line is the nemesis's and its text if so.
@@ -66,10 +86,10 @@ class Events:
     table: pa.Table
     index: np.ndarray
     time: np.ndarray
-    pid: np.ndarray          # -1: the nemesis
+    pid: np.ndarray  # -1: the nemesis
     nemesis: np.ndarray
-    type: np.ndarray         # TYPE_CODE
-    f: pa.Array              # strings
+    type: np.ndarray  # TYPE_CODE
+    f: pa.Array  # strings
     mops: pa.ListArray
 
     def __len__(self) -> int:
@@ -101,10 +121,16 @@ def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -
     fast_lines = lines.filter(pa.array(~slow)) if slow.any() else lines
     table = _read_fast(fast_lines, _PARSE_SUMMARY if summary_only else _PARSE)
     table = table.append_column("nemesis", pa.array(np.zeros(len(table), bool))).append_column(
-        "text", pa.nulls(len(table), pa.string()))
+        "text", pa.nulls(len(table), pa.string())
+    )
     if summary_only:
-        table = pa.Table.from_arrays([table.column(f.name) if f.name in table.column_names
-                                      else pa.nulls(len(table), f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+        table = pa.Table.from_arrays(
+            [
+                table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+                for f in EVENT_SCHEMA
+            ],
+            schema=EVENT_SCHEMA,
+        )
     if slow.any():
         table = pa.concat_tables([table, _read_slow(lines.filter(pa.array(slow)).to_pylist())])
         where = np.concatenate([np.flatnonzero(~slow), np.flatnonzero(slow)])
@@ -123,9 +149,13 @@ def parse(lines: pa.Array, known_keys: np.ndarray, summary_only: bool = False) -
 def _read_fast(lines: pa.Array, options: pajson.ParseOptions) -> pa.Table:
     if len(lines) == 0:
         return options.explicit_schema.empty_table()
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64 if pa.types.is_large_string(lines.type) else np.int32,
-                            count=len(lines) + 1, offset=lines.offset * (8 if pa.types.is_large_string(lines.type) else 4))
-    data = np.frombuffer(lines.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]]
+    offsets = np.frombuffer(
+        lines.buffers()[1],
+        dtype=np.int64 if pa.types.is_large_string(lines.type) else np.int32,
+        count=len(lines) + 1,
+        offset=lines.offset * (8 if pa.types.is_large_string(lines.type) else 4),
+    )
+    data = np.frombuffer(lines.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
     # One buffer, a newline after every line: insert them where each line ends.
     joined = np.insert(data, (offsets[1:] - offsets[0]).astype(np.int64), ord("\n"))
     try:
@@ -208,16 +238,26 @@ def _string(value, what: str):
 def _mops(value):
     if value is None:
         return None
-    return [{"f": _string(m.get("f"), "mop f"), "key": _integer(m.get("key")), "value": _integer(m.get("value")),
-             "offset": _integer(m.get("offset")), "poll": _integer(m.get("poll"), _INT32),
-             "from": _integer_list(m.get("from"))} for m in _objects(value, "mops")]
+    return [
+        {
+            "f": _string(m.get("f"), "mop f"),
+            "key": _integer(m.get("key")),
+            "value": _integer(m.get("value")),
+            "offset": _integer(m.get("offset")),
+            "poll": _integer(m.get("poll"), _INT32),
+            "from": _integer_list(m.get("from")),
+        }
+        for m in _objects(value, "mops")
+    ]
 
 
 def _rebalance(value):
     if value is None:
         return None
-    return [{"type": _string(r.get("type"), "rebalance type"), "keys": _integer_list(r.get("keys"))}
-            for r in _objects(value, "rebalance")]
+    return [
+        {"type": _string(r.get("type"), "rebalance type"), "keys": _integer_list(r.get("keys"))}
+        for r in _objects(value, "rebalance")
+    ]
 
 
 def events_of(table: pa.Table) -> Events:
@@ -235,9 +275,16 @@ def events_of(table: pa.Table) -> Events:
     nemesis = table.column("nemesis").combine_chunks().to_numpy(zero_copy_only=False)
     if (pid[~nemesis] < 0).any():
         raise Suspect("a negative process (the fast load numbers the nemesis -1)")
-    return Events(table=table, index=index, time=time, pid=pid,
-                  nemesis=nemesis,
-                  type=code, f=f, mops=table.column("mops").combine_chunks())
+    return Events(
+        table=table,
+        index=index,
+        time=time,
+        pid=pid,
+        nemesis=nemesis,
+        type=code,
+        f=f,
+        mops=table.column("mops").combine_chunks(),
+    )
 
 
 def _check_lines(events: Events) -> None:
@@ -254,8 +301,7 @@ def mop_fields(mops: pa.ListArray) -> dict:
     n = len(flat)
     first = np.flatnonzero(starts(parent))
     pos = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n])) if n else np.empty(0, np.int64)
-    out = {"parent": parent, "pos": pos, "n": n, "flat": flat,
-           "f": flat.field("f") if n else pa.array([], pa.string())}
+    out = {"parent": parent, "pos": pos, "n": n, "flat": flat, "f": flat.field("f") if n else pa.array([], pa.string())}
     for name in ("key", "value", "offset", "poll"):
         out[name] = ints(flat.field(name)) if n else (np.empty(0, np.int64), np.empty(0, bool))
     source = flat.field("from") if n else pa.array([], pa.list_(pa.int64()))

@@ -23,10 +23,19 @@ def example_key(row: dict) -> tuple:
     """The order examples are chosen in: time ascending with nulls last, then
     key, value, offset, offsets, values and ops ascending with nulls first
     (lists compare element by element, a prefix first), as Spark orders them."""
+
     def asc(value):
         return (value is not None, value if value is not None else 0)
-    return ((row.get("time") is None, row.get("time") or 0), asc(row.get("key")), asc(row.get("value")),
-            asc(row.get("offset")), asc(row.get("offsets")), asc(row.get("values")), asc(row.get("ops")))
+
+    return (
+        (row.get("time") is None, row.get("time") or 0),
+        asc(row.get("key")),
+        asc(row.get("value")),
+        asc(row.get("offset")),
+        asc(row.get("offsets")),
+        asc(row.get("values")),
+        asc(row.get("ops")),
+    )
 
 
 def named_offsets(rows, named: dict | None = None) -> dict:
@@ -92,7 +101,7 @@ def part_row(part: dict, i: int, scalars: tuple[str, ...] = ("time", "key", "val
     for column in ("offsets", "values", "ops"):
         if column in part["lists"]:
             offsets, flat = part["lists"][column]
-            row[column] = flat[offsets[i]:offsets[i + 1]].tolist()
+            row[column] = flat[offsets[i] : offsets[i + 1]].tolist()
         else:
             row[column] = None
     return row
@@ -108,7 +117,7 @@ def _take(part: dict, rows: np.ndarray, tag: int) -> dict:
         lengths = offsets[rows + 1] - offsets[rows]
         new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=new_offsets[1:])
-        pieces = [flat[offsets[r]:offsets[r + 1]] for r in rows]
+        pieces = [flat[offsets[r] : offsets[r + 1]] for r in rows]
         taken["lists"][column] = (new_offsets, np.concatenate(pieces) if pieces else flat[:0])
     return taken
 
@@ -124,7 +133,7 @@ def _named(parts: list[dict], tag: int) -> list[dict]:
             nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
             if len(nonempty):
                 first = np.full(part["n"], NULL, dtype=np.int64)
-                first[nonempty] = np.minimum.reduceat(flat[:offsets[-1]], offsets[nonempty])
+                first[nonempty] = np.minimum.reduceat(flat[: offsets[-1]], offsets[nonempty])
                 low = np.where(low == NULL, first, np.where(first == NULL, low, np.minimum(low, first)))
         has_key = part["key"] != NULL
         keys.append(part["key"][has_key])
@@ -149,8 +158,7 @@ def _part(tag: int, a, name: str | None, **columns) -> dict:
     return part
 
 
-def merge_summaries(tallies: list[dict], examples: list[dict], named: list[dict],
-                    keep: int) -> tuple[dict, dict, dict]:
+def merge_summaries(tallies: list[dict], examples: list[dict], named: list[dict], keep: int) -> tuple[dict, dict, dict]:
     """The partitions' summary rows (dicts) merged: (counts by name, the
     first `keep` examples by name in example_key order, key -> the lowest
     offset named on it or None, as named_offsets of the named rows)."""

@@ -26,7 +26,8 @@ def _facts(t: Tables) -> DataFrame:
 def ok_reads(t: Tables) -> DataFrame:
     """Records returned by polls of `ok` ops: the only reads that count as reads."""
     return t.mops.where((F.col("mf") == POLL) & (F.col("type") == OK)).select(
-        "key", "value", "offset", "op", "mop_index", "process", "group", "complete_time", "poll", "f", "txn_id")
+        "key", "value", "offset", "op", "mop_index", "process", "group", "complete_time", "poll", "f", "txn_id"
+    )
 
 
 def read_values(t: Tables) -> DataFrame:
@@ -36,9 +37,18 @@ def read_values(t: Tables) -> DataFrame:
 
 def must_writes(t: Tables) -> DataFrame:
     """Sends that must have happened: key, value, offset, op, mop_index, read."""
-    return _facts(t).where(F.col("tag") == MUST).select(
-        "key", "value", "offset", F.col("a").alias("op"), F.col("b").cast("int").alias("mop_index"),
-        (F.col("c") == 1).alias("read"))
+    return (
+        _facts(t)
+        .where(F.col("tag") == MUST)
+        .select(
+            "key",
+            "value",
+            "offset",
+            F.col("a").alias("op"),
+            F.col("b").cast("int").alias("mop_index"),
+            (F.col("c") == 1).alias("read"),
+        )
+    )
 
 
 def log(t: Tables) -> DataFrame:

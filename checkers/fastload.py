@@ -53,8 +53,18 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from checkers.arrays import NULL
 from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, events_of, ints, mop_fields, parse
 from checkers.history import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
-from checkers.load import (COMMIT_ROW, FROM_ROW, NEMESIS_ROUTE, OP_ROW, POLL_ROW, PROBLEM_ROUTE, PROBLEM_ROW,
-                           REBALANCE_ROW, SEND_ROW, pid_route)
+from checkers.load import (
+    COMMIT_ROW,
+    FROM_ROW,
+    NEMESIS_ROUTE,
+    OP_ROW,
+    POLL_ROW,
+    PROBLEM_ROUTE,
+    PROBLEM_ROW,
+    REBALANCE_ROW,
+    SEND_ROW,
+    pid_route,
+)
 
 OK_T, FAIL_T, INFO_T = TYPE_CODES[OK], TYPE_CODES[FAIL], TYPE_CODES[INFO]
 TYPE_NAMES = {OK_T: OK, FAIL_T: FAIL, INFO_T: INFO, INVOKE_CODE: INVOKE}
@@ -63,29 +73,99 @@ TYPE_NAMES = {OK_T: OK, FAIL_T: FAIL, INFO_T: INFO, INVOKE_CODE: INVOKE}
 # is on every row that has one (the JVM hashes it into `gid`, then keeps it
 # on op rows only) and a nemesis op carries its line (the JVM reads its
 # `value` out of it, as checkers/load.py does, so the text is the same).
-ROW_ARROW = pa.schema([
-    ("kind", pa.int32()), ("route", pa.int64()), ("op", pa.int64()), ("mop_index", pa.int32()),
-    ("key", pa.int64()), ("value", pa.int64()), ("offset", pa.int64()), ("poll", pa.int32()),
-    ("from_key", pa.int64()), ("from_value", pa.int64()), ("process", pa.string()), ("pid", pa.int64()),
-    ("f", pa.string()), ("type", pa.string()), ("tcode", pa.int32()), ("is_txn", pa.bool_()),
-    ("invoke_index", pa.int64()), ("invoke_time", pa.int64()), ("complete_time", pa.int64()),
-    ("error", pa.string()), ("txn_id", pa.string()), ("producer_id", pa.int64()), ("epoch", pa.int64()),
-    ("commit_time", pa.int64()), ("_group", pa.string()), ("auto", pa.bool_()), ("keys", pa.list_(pa.int64())),
-    ("rebalance", pa.list_(REBALANCE_TYPE)), ("_nemesis_line", pa.string()), ("cut_short", pa.bool_()),
-    ("n_sends", pa.int32()), ("n_send_keys", pa.int32()), ("reads", pa.bool_()), ("seg", pa.int64()),
-    ("own_epoch", pa.int64()), ("own_producer_id", pa.int64()), ("line", pa.int64()), ("_tight", pa.bool_()),
-])
+ROW_ARROW = pa.schema(
+    [
+        ("kind", pa.int32()),
+        ("route", pa.int64()),
+        ("op", pa.int64()),
+        ("mop_index", pa.int32()),
+        ("key", pa.int64()),
+        ("value", pa.int64()),
+        ("offset", pa.int64()),
+        ("poll", pa.int32()),
+        ("from_key", pa.int64()),
+        ("from_value", pa.int64()),
+        ("process", pa.string()),
+        ("pid", pa.int64()),
+        ("f", pa.string()),
+        ("type", pa.string()),
+        ("tcode", pa.int32()),
+        ("is_txn", pa.bool_()),
+        ("invoke_index", pa.int64()),
+        ("invoke_time", pa.int64()),
+        ("complete_time", pa.int64()),
+        ("error", pa.string()),
+        ("txn_id", pa.string()),
+        ("producer_id", pa.int64()),
+        ("epoch", pa.int64()),
+        ("commit_time", pa.int64()),
+        ("_group", pa.string()),
+        ("auto", pa.bool_()),
+        ("keys", pa.list_(pa.int64())),
+        ("rebalance", pa.list_(REBALANCE_TYPE)),
+        ("_nemesis_line", pa.string()),
+        ("cut_short", pa.bool_()),
+        ("n_sends", pa.int32()),
+        ("n_send_keys", pa.int32()),
+        ("reads", pa.bool_()),
+        ("seg", pa.int64()),
+        ("own_epoch", pa.int64()),
+        ("own_producer_id", pa.int64()),
+        ("line", pa.int64()),
+        ("_tight", pa.bool_()),
+    ]
+)
 SUMMARY_SCHEMA = "partition int, summary string"
 # The loaded table's columns, in checkers/load.py's order.
-TABLE_COLUMNS = ("kind", "route", "op", "mop_index", "key", "value", "offset", "poll", "from_key", "from_value",
-                 "process", "pid", "f", "type", "tcode", "is_txn", "invoke_index", "invoke_time", "complete_time",
-                 "error", "txn_id", "producer_id", "epoch", "commit_time", "group", "gid", "auto", "keys",
-                 "rebalance", "value_json", "cut_short", "n_sends", "n_send_keys", "reads", "seg", "own_epoch",
-                 "own_producer_id", "line", "problem_rank", "problem", "text", "_tight")
+TABLE_COLUMNS = (
+    "kind",
+    "route",
+    "op",
+    "mop_index",
+    "key",
+    "value",
+    "offset",
+    "poll",
+    "from_key",
+    "from_value",
+    "process",
+    "pid",
+    "f",
+    "type",
+    "tcode",
+    "is_txn",
+    "invoke_index",
+    "invoke_time",
+    "complete_time",
+    "error",
+    "txn_id",
+    "producer_id",
+    "epoch",
+    "commit_time",
+    "group",
+    "gid",
+    "auto",
+    "keys",
+    "rebalance",
+    "value_json",
+    "cut_short",
+    "n_sends",
+    "n_send_keys",
+    "reads",
+    "seg",
+    "own_epoch",
+    "own_producer_id",
+    "line",
+    "problem_rank",
+    "problem",
+    "text",
+    "_tight",
+)
 
 
-def fast_rows(spark: SparkSession, history, keys: list[int], cache: str | None = None,
-              local_files: bool | None = None) -> DataFrame | None:
+def fast_rows(
+    spark: SparkSession, history, keys: list[int], cache: str | None = None, local_files: bool | None = None
+) -> DataFrame | None:
     """The load's rows (before the shuffle by route), or None when the fast
     path does not take this history (checkers/load.py then loads it).
     `cache`: a `parse_cache` directory, which must outlive the rows' first job.
@@ -121,6 +201,7 @@ def partition_summaries(source: FileInput, known: np.ndarray, cache: str | None 
 
 # ---------------------------------------------------------------- the input
 
+
 @dataclass(frozen=True)
 class FileInput:
     """The history's partitions: `frame`, one Spark partition each, and
@@ -142,8 +223,9 @@ def file_input(spark: SparkSession, history, local_files: bool | None = None) ->
         text = spark.read.text(str(history))
         return FileInput(text, _from_text, text.rdd.getNumPartitions())
     ranges = line_ranges(Path(history), _split_bytes(spark, Path(history).stat().st_size))
-    return FileInput(spark.range(len(ranges), numPartitions=len(ranges)), _ranges_reader(str(history), ranges),
-                     len(ranges))
+    return FileInput(
+        spark.range(len(ranges), numPartitions=len(ranges)), _ranges_reader(str(history), ranges), len(ranges)
+    )
 
 
 def _tasks_run_here(spark: SparkSession) -> bool:
@@ -218,6 +300,7 @@ def _ranges_reader(path: str, ranges: list[tuple[int, int]]):
         """A task over `spark.range`: each id it holds names the range it reads."""
         for partition in [int(i) for batch in batches for i in batch.column(0).to_numpy()]:
             yield partition, functools.partial(read_lines, path, *ranges[partition])
+
     return parts
 
 
@@ -246,8 +329,10 @@ def _save_parse(cache: str, partition: int, table: pa.Table) -> None:
     path = _cached_path(cache, partition)
     partial = f"{path}.{os.getpid()}.partial"
     try:
-        with pa.OSFile(partial, "wb") as sink, \
-                ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer:
+        with (
+            pa.OSFile(partial, "wb") as sink,
+            ipc.new_file(sink, table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as writer,
+        ):
             writer.write_table(table)
         os.replace(partial, path)
     except OSError:
@@ -274,10 +359,12 @@ def _partition_lines(batches) -> pa.Array:
 
 def _partition_id() -> int:
     from pyspark import TaskContext
+
     return TaskContext.get().partitionId()
 
 
 # ---------------------------------------------------------------- pass 1
+
 
 def _summarizer(known: np.ndarray, cache: str | None, parts):
     def run(batches):
@@ -290,8 +377,11 @@ def _summarizer(known: np.ndarray, cache: str | None, parts):
             except Suspect as suspect:
                 summary = {"suspect": str(suspect)}
             summary["partition"] = partition
-            yield pa.RecordBatch.from_pydict({"partition": [partition], "summary": [json.dumps(summary)]},
-                                             schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]))
+            yield pa.RecordBatch.from_pydict(
+                {"partition": [partition], "summary": [json.dumps(summary)]},
+                schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]),
+            )
+
     return run
 
 
@@ -318,10 +408,17 @@ def _init_candidate(events: Events) -> tuple[np.ndarray, np.ndarray]:
 
 def _event_facts(events: Events, i: int) -> dict:
     table = events.table
-    return {"type": int(events.type[i]), "index": int(events.index[i]), "time": int(events.time[i]),
-            "f": events.f[i].as_py(), "txn_id": table.column("txn_id")[i].as_py(),
-            "group": table.column("group")[i].as_py(), "keys": table.column("keys")[i].as_py(),
-            "epoch": table.column("epoch")[i].as_py(), "producer_id": table.column("producer_id")[i].as_py()}
+    return {
+        "type": int(events.type[i]),
+        "index": int(events.index[i]),
+        "time": int(events.time[i]),
+        "f": events.f[i].as_py(),
+        "txn_id": table.column("txn_id")[i].as_py(),
+        "group": table.column("group")[i].as_py(),
+        "keys": table.column("keys")[i].as_py(),
+        "epoch": table.column("epoch")[i].as_py(),
+        "producer_id": table.column("producer_id")[i].as_py(),
+    }
 
 
 def summarize(events: Events) -> dict:
@@ -353,7 +450,8 @@ def summarize(events: Events) -> dict:
         inits = np.flatnonzero(init_local[lo:hi])
         processes[str(int(events.pid[first]))] = {
             "first": _event_facts(events, first),
-            "first_init": bool(candidate[lo]), "first_own_txn": bool(own_txn[lo]),
+            "first_init": bool(candidate[lo]),
+            "first_own_txn": bool(own_txn[lo]),
             "last": _event_facts(events, last),
             "last2": _event_facts(events, perm[hi - 2]) if hi - lo >= 2 else None,
             "seg": int(reset[lo:hi].sum()),
@@ -374,8 +472,11 @@ def fold(summaries: list[dict]) -> dict | None:
             return None
         if summary["count"] and summary["first_index"] != seen:
             return None
-        carries[summary["partition"]] = {"count": summary["count"], "first_index": summary["first_index"],
-                                          "processes": {}}
+        carries[summary["partition"]] = {
+            "count": summary["count"],
+            "first_index": summary["first_index"],
+            "processes": {},
+        }
         here = carries[summary["partition"]]["processes"]
         seen += summary["count"]
         for pid, s in summary["processes"].items():
@@ -389,26 +490,37 @@ def fold(summaries: list[dict]) -> dict | None:
                 return None
             if before:
                 before["next_partition"][0]["next"] = True
-            carry = {"last": last, "last2": before["last2"] if before else None,
-                     "seg": before["seg"] if before else 0, "init": before["init"] if before else None,
-                     "next": False}
+            carry = {
+                "last": last,
+                "last2": before["last2"] if before else None,
+                "seg": before["seg"] if before else 0,
+                "init": before["init"] if before else None,
+                "next": False,
+            }
             here[pid] = carry
             init = carry["init"]
             if s["first_init"] and (s["first_own_txn"] or (last is not None and last["txn_id"] is not None)):
                 init = first
             if s["init"] is not None:
                 init = s["init"]
-            state[pid] = {"last": s["last"], "last2": s["last2"] if s["last2"] is not None else last,
-                          "seg": carry["seg"] + s["seg"], "init": init, "next_partition": [carry]}
+            state[pid] = {
+                "last": s["last"],
+                "last2": s["last2"] if s["last2"] is not None else last,
+                "seg": carry["seg"] + s["seg"],
+                "init": init,
+                "next_partition": [carry],
+            }
     return carries
 
 
 # ---------------------------------------------------------------- pass 2
 
+
 def _row_maker(known: np.ndarray, carries: dict, cache: str | None, parts):
     def run(batches):
         for partition, lines in parts(batches):
             yield from _partition_rows(partition, lines, known, carries, cache)
+
     return run
 
 
@@ -422,18 +534,26 @@ def _partition_rows(partition: int, lines, known: np.ndarray, carries: dict | No
             carry = (fold([dict(summarize(events), partition=partition)]) or {}).get(partition)
     except Suspect:
         events = None
-    if carry is None or events is None or len(events) != carry["count"] or (
-            len(events) and int(events.index[0]) != carry["first_index"]):
+    if (
+        carry is None
+        or events is None
+        or len(events) != carry["count"]
+        or (len(events) and int(events.index[0]) != carry["first_index"])
+    ):
         # A line pass 2 does not take (with one partition, pass 2 is the
         # only pass), or the file changed since pass 1: one problem row,
         # and the load falls back to checkers/load.py.
-        yield _table({"kind": pa.array([PROBLEM_ROW], pa.int32()), "route": pa.array([PROBLEM_ROUTE])},
-                     1).to_batches()[0]
+        yield _table({"kind": pa.array([PROBLEM_ROW], pa.int32()), "route": pa.array([PROBLEM_ROUTE])}, 1).to_batches()[
+            0
+        ]
     elif len(events):
         yield from make_rows(events, carry["processes"]).to_batches()
 
 
-def _nullable(values: np.ndarray, null: np.ndarray | None = None, type_=pa.int64()) -> pa.Array:
+INT64 = pa.int64()
+
+
+def _nullable(values: np.ndarray, null: np.ndarray | None = None, type_=INT64) -> pa.Array:
     return pa.array(values, type=type_, mask=(values == NULL) if null is None else null)
 
 
@@ -532,7 +652,9 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
     mop_f = m["f"]
     is_send = pc.fill_null(pc.equal(mop_f, SEND), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
     is_poll = pc.fill_null(pc.equal(mop_f, POLL), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
-    is_commit = pc.fill_null(pc.equal(mop_f, COMMIT), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
+    is_commit = (
+        pc.fill_null(pc.equal(mop_f, COMMIT), False).to_numpy(zero_copy_only=False) if m["n"] else np.zeros(0, bool)
+    )
     parent = m["parent"]
     n_sends = np.bincount(parent[is_send], minlength=n).astype(np.int64)
     is_txn = pc.equal(events.f, TXN).to_numpy(zero_copy_only=False)
@@ -559,8 +681,11 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
 
     # Op rows.
     ops = np.flatnonzero(real)
-    tight = np.where(cut, (prev_type != INVOKE_CODE) & (events.time - prev_time <= 1),
-                     (prev2_type != INVOKE_CODE) & (prev_time - prev2_time <= 1))
+    tight = np.where(
+        cut,
+        (prev_type != INVOKE_CODE) & (events.time - prev_time <= 1),
+        (prev2_type != INVOKE_CODE) & (prev_time - prev2_time <= 1),
+    )
     tight_null = np.where(cut, prev < 0, prev2 < 0)
     take = pa.array(ops)
     e_txn_prev = pc.if_else(pa.array(prev >= 0), e_txn.take(prev_ptr), pa.nulls(n, pa.string()))
@@ -592,9 +717,12 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
         "rebalance": table.column("rebalance").combine_chunks().take(take),
         "_nemesis_line": table.column("text").combine_chunks().take(take),
         "cut_short": pa.array(cut[ops]),
-        "n_sends": pa.array(n_sends[ops], pa.int32()), "n_send_keys": pa.array(n_send_keys[ops], pa.int32()),
-        "reads": pa.array(reads[ops]), "seg": pa.array(seg[ops]),
-        "own_epoch": _nullable(own_epoch[ops]), "own_producer_id": _nullable(own_producer[ops]),
+        "n_sends": pa.array(n_sends[ops], pa.int32()),
+        "n_send_keys": pa.array(n_send_keys[ops], pa.int32()),
+        "reads": pa.array(reads[ops]),
+        "seg": pa.array(seg[ops]),
+        "own_epoch": _nullable(own_epoch[ops]),
+        "own_producer_id": _nullable(own_producer[ops]),
         "line": pa.array(events.index[ops] + 1),
         "_tight": pa.array(tight[ops], mask=tight_null[ops]),
     }
@@ -607,9 +735,14 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
     rebalance = table.column("rebalance").combine_chunks()
     reb_parent = pc.list_parent_indices(rebalance).to_numpy(zero_copy_only=False).astype(np.int64)
     reb_keys_list = pc.list_flatten(rebalance).field("keys") if len(reb_parent) else pa.array([], pa.list_(pa.int64()))
-    reb_key_parent = reb_parent[pc.list_parent_indices(reb_keys_list).to_numpy(zero_copy_only=False)] \
-        if len(reb_parent) else np.empty(0, np.int64)
-    reb_key = pc.list_flatten(reb_keys_list).to_numpy(zero_copy_only=False) if len(reb_parent) else np.empty(0, np.int64)
+    reb_key_parent = (
+        reb_parent[pc.list_parent_indices(reb_keys_list).to_numpy(zero_copy_only=False)]
+        if len(reb_parent)
+        else np.empty(0, np.int64)
+    )
+    reb_key = (
+        pc.list_flatten(reb_keys_list).to_numpy(zero_copy_only=False) if len(reb_parent) else np.empty(0, np.int64)
+    )
     reb_real = real[reb_key_parent] if len(reb_key_parent) else np.zeros(0, bool)
     reb_key, reb_key_parent = reb_key[reb_real], reb_key_parent[reb_real]
 
@@ -641,12 +774,15 @@ def make_rows(events: Events, carry: dict) -> pa.Table:
         "complete_time": _nullable(complete_time[owner]),
         "commit_time": _nullable(commit_time[owner]),
         "_group": group.take(pa.array(owner)),
-        "n_sends": pa.array(n_sends[owner], pa.int32()), "n_send_keys": pa.array(n_send_keys[owner], pa.int32()),
-        "reads": pa.array(reads[owner]), "seg": pa.array(seg[owner]),
+        "n_sends": pa.array(n_sends[owner], pa.int32()),
+        "n_send_keys": pa.array(n_send_keys[owner], pa.int32()),
+        "reads": pa.array(reads[owner]),
+        "seg": pa.array(seg[owner]),
     }
     return pa.concat_tables([_table(op_columns, len(ops)), _table(key_columns, len(owner))])
 
 
 def _table(columns: dict, n: int) -> pa.Table:
-    return pa.Table.from_arrays([columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in ROW_ARROW],
-                                schema=ROW_ARROW)
+    return pa.Table.from_arrays(
+        [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in ROW_ARROW], schema=ROW_ARROW
+    )

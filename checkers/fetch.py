@@ -31,5 +31,5 @@ def table_rows(table: pa.Table, numpy_lists: tuple[str, ...] = ()) -> list[dict]
         flat = column.values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         valid = column.is_valid().to_numpy(zero_copy_only=False)
         for i, row in enumerate(rows):
-            row[name] = flat[offsets[i]:offsets[i + 1]] if valid[i] else None
+            row[name] = flat[offsets[i] : offsets[i + 1]] if valid[i] else None
     return rows

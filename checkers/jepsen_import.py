@@ -30,11 +30,13 @@ from harness.errors import GregorError
 CLIENT_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 TYPES = {"invoke", "ok", "fail", "info"}
 
-NOTE = ("Imported from a Jepsen history.edn. Jepsen's history does not record "
-        "the client or broker settings, so `client` and `broker` are "
-        "assumptions (transactional/subscribe inferred from the ops seen, "
-        "the strictest settings otherwise): every anomaly counts as bad "
-        "unless you pass the real settings.")
+NOTE = (
+    "Imported from a Jepsen history.edn. Jepsen's history does not record "
+    "the client or broker settings, so `client` and `broker` are "
+    "assumptions (transactional/subscribe inferred from the ops seen, "
+    "the strictest settings otherwise): every anomaly counts as bad "
+    "unless you pass the real settings."
+)
 
 
 def _name(value: Any) -> Any:
@@ -46,8 +48,9 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (Keyword, edn.Symbol)):
         return value.name
     if isinstance(value, dict):
-        return {str(to_json(k)) if not isinstance(to_json(k), str) else to_json(k):
-                to_json(v) for k, v in value.items()}
+        return {
+            str(to_json(k)) if not isinstance(to_json(k), str) else to_json(k): to_json(v) for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, (set, frozenset)):
@@ -76,8 +79,7 @@ class _Importer:
 
     def _key(self, op: dict, key: Any) -> int:
         if not isinstance(key, int) or isinstance(key, bool):
-            raise self._fail(op, f"key {edn.dumps(key)} is not an integer, "
-                                 "so it is not a Kafka workload history")
+            raise self._fail(op, f"key {edn.dumps(key)} is not an integer, so it is not a Kafka workload history")
         self.keys.add(key)
         return key
 
@@ -94,9 +96,13 @@ class _Importer:
     def convert(self, op: Any) -> dict | None:
         """One Jepsen op map -> one of our events (None: not representable)."""
         if not isinstance(op, dict):
-            raise GregorError(f"{self.path}: expected Jepsen op maps, found "
-                              f"{edn.dumps(op)[:60]}; is this a Jepsen history?")
-        get = lambda name, default=None: op.get(Keyword(name), default)
+            raise GregorError(
+                f"{self.path}: expected Jepsen op maps, found {edn.dumps(op)[:60]}; is this a Jepsen history?"
+            )
+
+        def get(name, default=None):
+            return op.get(Keyword(name), default)
+
         process = _name(get("process"))
         f = _name(get("f"))
         jtype = _name(get("type"))
@@ -126,8 +132,7 @@ class _Importer:
         event.update(process=process, type=jtype, f=f)
         if get("error") is not None:
             error = get("error")
-            event["error"] = (_name(error) if isinstance(error, (Keyword, str))
-                              else edn.dumps(error)[:200])
+            event["error"] = _name(error) if isinstance(error, (Keyword, str)) else edn.dumps(error)[:200]
         value = get("value")
         if f in ("assign", "subscribe"):
             self.saw_subscribe |= f == "subscribe"
@@ -153,13 +158,11 @@ class _Importer:
                 sent = mop[2]
                 if isinstance(sent, (list, tuple)):
                     offset, v = (list(sent) + [None, None])[:2]
-                    out = {"f": "send", "key": key,
-                           "value": self._int(op, v, "value")}
+                    out = {"f": "send", "key": key, "value": self._int(op, v, "value")}
                     if offset is not None:
                         out["offset"] = self._int(op, offset, "offset")
                 else:
-                    out = {"f": "send", "key": key,
-                           "value": self._int(op, sent, "value")}
+                    out = {"f": "send", "key": key, "value": self._int(op, sent, "value")}
                 mops.append(out)
             elif mf == "poll":
                 if len(mop) < 2 or mop[1] is None:
@@ -174,10 +177,15 @@ class _Importer:
                         if v is None:
                             self._skip("poll record without a value")
                             continue
-                        mops.append({"f": "poll", "key": key,
-                                     "offset": self._int(op, offset, "offset"),
-                                     "value": self._int(op, v, "value"),
-                                     "poll": poll_number})
+                        mops.append(
+                            {
+                                "f": "poll",
+                                "key": key,
+                                "offset": self._int(op, offset, "offset"),
+                                "value": self._int(op, v, "value"),
+                                "poll": poll_number,
+                            }
+                        )
             else:
                 raise self._fail(op, f"unknown micro-op {edn.dumps(mop)[:60]}")
         return mops
@@ -198,9 +206,15 @@ class _Importer:
         return out
 
 
-def jepsen_to_history(edn_path: str, out_dir: str, *, client: dict | None = None,
-                      broker: dict | None = None, drain_complete: bool = True,
-                      name: str | None = None) -> dict:
+def jepsen_to_history(
+    edn_path: str,
+    out_dir: str,
+    *,
+    client: dict | None = None,
+    broker: dict | None = None,
+    drain_complete: bool = True,
+    name: str | None = None,
+) -> dict:
     """Writes out_dir/history.jsonl and out_dir/test.json; returns test.json.
 
     `client` and `broker` override the assumed settings (see NOTE).
@@ -228,23 +242,30 @@ def jepsen_to_history(edn_path: str, out_dir: str, *, client: dict | None = None
         raise
     if importer.index == 0:
         os.remove(tmp_path)
-        raise GregorError(f"{edn_path}: no Kafka workload ops found; is this a "
-                          "history.edn of Jepsen's Kafka test?")
+        raise GregorError(f"{edn_path}: no Kafka workload ops found; is this a history.edn of Jepsen's Kafka test?")
     os.replace(tmp_path, history_path)
     test = {
         "name": name or "jepsen-import",
         "system": "jepsen-import",
         "workload": "txn" if importer.saw_txn else "queue",
         "keys": {str(k): ["jepsen", k] for k in sorted(importer.keys)},
-        "client": {"acks": "all", "enable.idempotence": True,
-                   "isolation.level": "read_committed",
-                   "transactional": importer.saw_txn, "auto.commit": False,
-                   "subscribe": importer.saw_subscribe, **(client or {})},
-        "broker": {"min.insync.replicas": 2,
-                   "unclean.leader.election.enable": False, **(broker or {})},
+        "client": {
+            "acks": "all",
+            "enable.idempotence": True,
+            "isolation.level": "read_committed",
+            "transactional": importer.saw_txn,
+            "auto.commit": False,
+            "subscribe": importer.saw_subscribe,
+            **(client or {}),
+        },
+        "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, **(broker or {})},
         "drain": {"complete": bool(drain_complete)},
-        "import": {"source": os.path.abspath(edn_path), "events": importer.index,
-                   "skipped": importer.skipped, "note": NOTE},
+        "import": {
+            "source": os.path.abspath(edn_path),
+            "events": importer.index,
+            "skipped": importer.skipped,
+            "note": NOTE,
+        },
     }
     with open(os.path.join(out_dir, "test.json"), "w", encoding="utf-8") as out:
         json.dump(test, out, indent=2)
@@ -269,24 +290,39 @@ def _parse_setting(text: str) -> tuple[str, Any]:
 
 def register_import(subparsers) -> None:
     """Adds `import-jepsen EDN OUT`; checkers/cli.py calls this."""
-    parser = subparsers.add_parser(
-        "import-jepsen", help="convert a Jepsen Kafka history.edn to a Gregor run directory")
+    parser = subparsers.add_parser("import-jepsen", help="convert a Jepsen Kafka history.edn to a Gregor run directory")
     parser.add_argument("edn", help="path of Jepsen's history.edn")
     parser.add_argument("out", help="directory to write history.jsonl and test.json")
-    parser.add_argument("--client", action="append", default=[], metavar="NAME=VALUE",
-                        help="a client setting of the Jepsen run, e.g. enable.idempotence=false")
-    parser.add_argument("--broker", action="append", default=[], metavar="NAME=VALUE",
-                        help="a broker setting, e.g. unclean.leader.election.enable=true")
-    parser.add_argument("--drain-incomplete", action="store_true",
-                        help="the run did not end with final polls of every key")
+    parser.add_argument(
+        "--client",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a client setting of the Jepsen run, e.g. enable.idempotence=false",
+    )
+    parser.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker setting, e.g. unclean.leader.election.enable=true",
+    )
+    parser.add_argument(
+        "--drain-incomplete", action="store_true", help="the run did not end with final polls of every key"
+    )
     parser.set_defaults(func=_run_import)
 
 
 def _run_import(args) -> int:
-    test = import_jepsen(args.edn, args.out,
-                         client=dict(_parse_setting(s) for s in args.client),
-                         broker=dict(_parse_setting(s) for s in args.broker),
-                         drain_complete=not args.drain_incomplete)
-    print(f"imported {test['import']['events']} events over {len(test['keys'])} "
-          f"keys into {args.out}; check it with: gregor check {args.out}")
+    test = import_jepsen(
+        args.edn,
+        args.out,
+        client=dict(_parse_setting(s) for s in args.client),
+        broker=dict(_parse_setting(s) for s in args.broker),
+        drain_complete=not args.drain_incomplete,
+    )
+    print(
+        f"imported {test['import']['events']} events over {len(test['keys'])} "
+        f"keys into {args.out}; check it with: gregor check {args.out}"
+    )
     return 0

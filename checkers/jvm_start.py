@@ -54,12 +54,16 @@ def java_binary() -> str:
 def _java_version() -> str:
     """The version of the java Spark starts."""
     try:
-        done = subprocess.run([java_binary(), "-XshowSettings:properties", "-version"], capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run(
+            [java_binary(), "-XshowSettings:properties", "-version"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    found = [line.split("=", 1)[1].strip() for line in done.stderr.splitlines()
-             if line.strip().startswith(("java.vm.version", "java.home"))]
+    found = [
+        line.split("=", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.strip().startswith(("java.vm.version", "java.home"))
+    ]
     return " ".join(found) or "unknown"
 
 
@@ -76,8 +80,9 @@ def archive_path() -> Path:
     jars = Path(pyspark.__file__).parent / "jars"
     stats = [(p.name, p.stat()) for p in jars.glob("*.jar")] if jars.is_dir() else []
     listing = sorted((name, st.st_size, int(st.st_mtime)) for name, st in stats)
-    digest = hashlib.sha256(json.dumps([_java_version(), pyspark.__version__, str(jars), listing])
-                            .encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        json.dumps([_java_version(), pyspark.__version__, str(jars), listing]).encode()
+    ).hexdigest()[:16]
     return cache_dir() / "spark-cds" / f"driver-{digest}.jsa"
 
 
@@ -107,21 +112,48 @@ def _warmup_run(directory: Path) -> Path:
     for n in range(40):
         key, value = n % 4, n // 4
         send = {"f": "send", "key": key, "value": value}
-        op(n % 3, "txn", [send, {"f": "send", "key": 4, "value": n}],
-           [{**send, "offset": value}, {"f": "send", "key": 4, "value": n, "offset": n}],
-           txn_id=f"t{n % 3}", producer_id=n % 3, epoch=0, commit_time=0)
+        op(
+            n % 3,
+            "txn",
+            [send, {"f": "send", "key": 4, "value": n}],
+            [{**send, "offset": value}, {"f": "send", "key": 4, "value": n, "offset": n}],
+            txn_id=f"t{n % 3}",
+            producer_id=n % 3,
+            epoch=0,
+            commit_time=0,
+        )
         op(3, "poll", [{"f": "poll"}], [{"f": "poll", "key": key, "offset": value, "value": value}])
-    op(4, "txn", [{"f": "poll"}], [{"f": "poll", "key": 4, "offset": 0, "value": 0},
-                                   {"f": "send", "key": 5, "value": 0, "from": [4, 0], "offset": 0},
-                                   {"f": "commit", "key": 4, "offset": 1}],
-       group="copiers", txn_id="c0", producer_id=9, epoch=0, commit_time=0)
+    op(
+        4,
+        "txn",
+        [{"f": "poll"}],
+        [
+            {"f": "poll", "key": 4, "offset": 0, "value": 0},
+            {"f": "send", "key": 5, "value": 0, "from": [4, 0], "offset": 0},
+            {"f": "commit", "key": 4, "offset": 1},
+        ],
+        group="copiers",
+        txn_id="c0",
+        producer_id=9,
+        epoch=0,
+        commit_time=0,
+    )
     with open(directory / "history.jsonl", "w") as out:
         for index, event in enumerate(events):
             out.write(json.dumps({**event, "index": index, "time": 1000 * index}) + "\n")
-    test = {"name": "jvm-warmup", "workload": "txn", "keys": {str(k): ["warmup", k] for k in range(6)},
-            "client": {"acks": "all", "enable.idempotence": True, "isolation.level": "read_committed",
-                       "transactional": True, "transaction.timeout.ms": 10000},
-            "drain": {"complete": True}}
+    test = {
+        "name": "jvm-warmup",
+        "workload": "txn",
+        "keys": {str(k): ["warmup", k] for k in range(6)},
+        "client": {
+            "acks": "all",
+            "enable.idempotence": True,
+            "isolation.level": "read_committed",
+            "transactional": True,
+            "transaction.timeout.ms": 10000,
+        },
+        "drain": {"complete": True},
+    }
     (directory / "test.json").write_text(json.dumps(test))
     return directory
 
@@ -138,13 +170,15 @@ def build_archive(progress=print) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.with_suffix(f".{os.getpid()}.partial")
     with tempfile.TemporaryDirectory(prefix="gregor-jvm-warmup-") as scratch:
-        spark = get_spark("local[2]", {"spark.driver.extraJavaOptions":
-                                       f"-XX:ArchiveClassesAtExit={partial} {QUIET}"},
-                          fast_start=False)
+        spark = get_spark(
+            "local[2]",
+            {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {QUIET}"},
+            fast_start=False,
+        )
         check_dir(_warmup_run(Path(scratch) / "run"), spark, progress=lambda _line: None)
         spark.stop()
         proc = SparkContext._gateway.proc
-        proc.stdin.close()   # the JVM exits on the end of its input, writing the archive
+        proc.stdin.close()  # the JVM exits on the end of its input, writing the archive
         proc.wait(timeout=300)
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class-data archive at {partial}")

@@ -23,14 +23,51 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkers.arrays import (NULL, bitmaps, covered, dense_rank_within, fill_backward_after, fill_forward,
-                             first_per_group, group_ids, join, lists, meets, member, order, previous_in_group,
-                             reduce_by, starts)
+from checkers.arrays import (
+    NULL,
+    bitmaps,
+    covered,
+    dense_rank_within,
+    fill_backward_after,
+    fill_forward,
+    first_per_group,
+    group_ids,
+    join,
+    lists,
+    meets,
+    member,
+    order,
+    previous_in_group,
+    reduce_by,
+    starts,
+)
 from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
 
 # Output row tags.
-ANOMALY, SPAN, TORN, ZOMBIE_SEND, EOS_OUT, EOS_REC, EOS_POS, INFO_NODE, LATE, LAG, EDGE, NODE, LOG, POSITION, \
-    MUST, BOUND, PICTURE, COVER, ROUTE, EXAMPLE, TALLY, NAMED = range(22)
+(
+    ANOMALY,
+    SPAN,
+    TORN,
+    ZOMBIE_SEND,
+    EOS_OUT,
+    EOS_REC,
+    EOS_POS,
+    INFO_NODE,
+    LATE,
+    LAG,
+    EDGE,
+    NODE,
+    LOG,
+    POSITION,
+    MUST,
+    BOUND,
+    PICTURE,
+    COVER,
+    ROUTE,
+    EXAMPLE,
+    TALLY,
+    NAMED,
+) = range(22)
 
 # Cycle graph: node = op * NODE_SHIFT + sub (0: the whole op, i+1: its send mop i).
 NODE_SHIFT = 1 << 20
@@ -42,28 +79,46 @@ S_WW, S_WR, S_CWW, S_CWR = 0, 1, 2, 3
 # Interval sets of the cycle pass, by the edges they cover.
 I_CWR, I_C, I_WR, I_ALL = 0, 1, 2, 3
 
-INPUT_COLUMNS = ("key", "kind", "op", "mop_index", "pid", "is_txn", "tcode", "value", "offset", "from_key",
-                 "from_value", "invoke_time", "complete_time", "commit_time", "group", "seg", "n_sends",
-                 "n_send_keys", "reads")
+INPUT_COLUMNS = (
+    "key",
+    "kind",
+    "op",
+    "mop_index",
+    "pid",
+    "is_txn",
+    "tcode",
+    "value",
+    "offset",
+    "from_key",
+    "from_value",
+    "invoke_time",
+    "complete_time",
+    "commit_time",
+    "group",
+    "seg",
+    "n_sends",
+    "n_send_keys",
+    "reads",
+)
 
 
 @dataclass
 class Params:
     """What one run of the pass needs besides the rows (all small)."""
 
-    mode: str = "main"                     # main | cycles | facts | picture
-    read_txns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))   # info txn ops with a read send
-    fenced: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))      # zombie candidates' ops
+    mode: str = "main"  # main | cycles | facts | picture
+    read_txns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # info txn ops with a read send
+    fenced: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # zombie candidates' ops
     copier_groups: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     drain_complete: bool = False
-    timeout: int | None = None             # stuck-lso: ns, when read_committed with a timeout
-    lag_bucket: int | None = None          # ns
-    intervals: dict = field(default_factory=dict)    # cycle pass: I_* -> (lo, hi) sorted disjoint
-    wide: tuple | None = None              # cycle pass: the widest interval set of the process order, (lo, hi)
-    cover: tuple | None = None             # main pass: (origin, width, bins) of the keys' cover bitmaps
-    examples: int = 0                      # main pass: first examples kept per anomaly name (checkers/examples.py)
+    timeout: int | None = None  # stuck-lso: ns, when read_committed with a timeout
+    lag_bucket: int | None = None  # ns
+    intervals: dict = field(default_factory=dict)  # cycle pass: I_* -> (lo, hi) sorted disjoint
+    wide: tuple | None = None  # cycle pass: the widest interval set of the process order, (lo, hi)
+    cover: tuple | None = None  # main pass: (origin, width, bins) of the keys' cover bitmaps
+    examples: int = 0  # main pass: first examples kept per anomaly name (checkers/examples.py)
     picture_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    named_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))    # (key, offset) an anomaly names
+    named_keys: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # (key, offset) an anomaly names
     named_offsets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     max_offsets: int = 2000
     margin: int = 50
@@ -174,8 +229,8 @@ class KeyPass:
         sp = np.flatnonzero(self.send | self.poll)
         ids, n = group_ids(np.concatenate([keys, c["key"][sp]]), np.concatenate([values, c["value"][sp]]))
         id_to_kv = np.full(n, -1, dtype=np.int64)
-        id_to_kv[ids[len(keys):]] = self.kv[sp]
-        return id_to_kv[ids[:len(keys)]]
+        id_to_kv[ids[len(keys) :]] = self.kv[sp]
+        return id_to_kv[ids[: len(keys)]]
 
     def _must(self):
         """Sends that must have happened: `ok`; `info` and read; every send of
@@ -184,8 +239,7 @@ class KeyPass:
         op = c["op"]
         local = np.unique(op[self.send & self.info & self.txn & self.read])
         txns_read = np.union1d(local, self.p.read_txns)
-        self.must = self.send & (self.ok | (self.info & self.read)
-                                 | (self.info & self.txn & member(op, txns_read)))
+        self.must = self.send & (self.ok | (self.info & self.read) | (self.info & self.txn & member(op, txns_read)))
 
     def _log(self):
         """Index of every record's offset; first index and offset of every value."""
@@ -257,9 +311,15 @@ class KeyPass:
         n_bad = len(bad_ids)
         first = rows[first_per_group(owner, n_bad)]
         times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.minimum, np.iinfo(np.int64).max)
-        self.out.add(ANOMALY, n_bad, "inconsistent-offsets",
-                     lists_={"values": lists(owner, value[rows], n_bad), "ops": lists(owner, c["op"][ri][rows], n_bad)},
-                     key=key[first], offset=offset[first], time=times)
+        self.out.add(
+            ANOMALY,
+            n_bad,
+            "inconsistent-offsets",
+            lists_={"values": lists(owner, value[rows], n_bad), "ops": lists(owner, c["op"][ri][rows], n_bad)},
+            key=key[first],
+            offset=offset[first],
+            time=times,
+        )
 
     def _duplicated(self):
         """Rows of the log's records whose value stands at two or more offsets, and
@@ -285,9 +345,16 @@ class KeyPass:
         first = rows[first_per_group(owner, n_bad)]
         times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.maximum, np.iinfo(np.int64).min)
         offs = lists(owner, offset[rows], n_bad)
-        self.out.add(ANOMALY, n_bad, "duplicate",
-                     lists_={"offsets": offs, "ops": lists(owner, c["op"][ri][rows], n_bad)},
-                     key=key[first], value=value[first], offset=offs[1][offs[0][:-1]], time=times)
+        self.out.add(
+            ANOMALY,
+            n_bad,
+            "duplicate",
+            lists_={"offsets": offs, "ops": lists(owner, c["op"][ri][rows], n_bad)},
+            key=key[first],
+            value=value[first],
+            offset=offs[1][offs[0][:-1]],
+            time=times,
+        )
 
     def _unread_must(self) -> np.ndarray:
         """One row per unread must-have-happened value (its first send)."""
@@ -315,11 +382,26 @@ class KeyPass:
         kv = self.kv[rows]
         offset = np.where(self.log_offset[kv] != NULL, self.log_offset[kv], c["offset"][rows])
         lr, ur = rows[lost], rows[~lost]
-        self.out.add(ANOMALY, len(lr), "lost-write",
-                     lists_={"ops": _compact_distinct_list(c["op"][lr], self.bound_op[self.kid[lr]])},
-                     key=c["key"][lr], value=c["value"][lr], offset=offset[lost], time=self.op_time[lr])
-        self.out.add(ANOMALY, len(ur), "unseen", lists_={"ops": _single_list(c["op"][ur])},
-                     key=c["key"][ur], value=c["value"][ur], offset=offset[~lost], time=self.op_time[ur])
+        self.out.add(
+            ANOMALY,
+            len(lr),
+            "lost-write",
+            lists_={"ops": _compact_distinct_list(c["op"][lr], self.bound_op[self.kid[lr]])},
+            key=c["key"][lr],
+            value=c["value"][lr],
+            offset=offset[lost],
+            time=self.op_time[lr],
+        )
+        self.out.add(
+            ANOMALY,
+            len(ur),
+            "unseen",
+            lists_={"ops": _single_list(c["op"][ur])},
+            key=c["key"][ur],
+            value=c["value"][ur],
+            offset=offset[~lost],
+            time=self.op_time[ur],
+        )
 
     def _reads_of(self, writers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(writer row, ok read row) pairs of the same (key, value)."""
@@ -331,8 +413,16 @@ class KeyPass:
         """`ok` reads of a value whose send op (or transaction) ended `fail`."""
         c = self.c
         w, r = self._reads_of(np.flatnonzero(self.send & self.fail))
-        self.out.add(ANOMALY, len(w), "aborted-read", lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
-                     key=c["key"][r], value=c["value"][r], offset=c["offset"][r], time=c["complete_time"][r])
+        self.out.add(
+            ANOMALY,
+            len(w),
+            "aborted-read",
+            lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
+            key=c["key"][r],
+            value=c["value"][r],
+            offset=c["offset"][r],
+            time=c["complete_time"][r],
+        )
 
     def uncommitted_reads(self):
         """Another process's `ok` read completed before the writer's transaction committed."""
@@ -341,8 +431,16 @@ class KeyPass:
         w, r = self._reads_of(writers)
         early = (c["pid"][r] != c["pid"][w]) & (c["commit_time"][w] > c["complete_time"][r])
         w, r = w[early], r[early]
-        self.out.add(ANOMALY, len(w), "uncommitted-read", lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
-                     key=c["key"][r], value=c["value"][r], offset=c["offset"][r], time=c["complete_time"][r])
+        self.out.add(
+            ANOMALY,
+            len(w),
+            "uncommitted-read",
+            lists_={"ops": _pairs_list(c["op"][w], c["op"][r])},
+            key=c["key"][r],
+            value=c["value"][r],
+            offset=c["offset"][r],
+            time=c["complete_time"][r],
+        )
 
     def precommitted_reads(self):
         """An `ok` op that read back a value it sent in that same op."""
@@ -350,17 +448,25 @@ class KeyPass:
         sends, reads = np.flatnonzero(self.send), np.flatnonzero(self.okread)
         if len(sends) == 0 or len(reads) == 0:
             return
-        ids, _ = group_ids(np.concatenate([c["op"][sends], c["op"][reads]]),
-                           np.concatenate([self.kv[sends], self.kv[reads]]))
-        own = member(ids[len(sends):], ids[:len(sends)])
+        ids, _ = group_ids(
+            np.concatenate([c["op"][sends], c["op"][reads]]), np.concatenate([self.kv[sends], self.kv[reads]])
+        )
+        own = member(ids[len(sends) :], ids[: len(sends)])
         hits = reads[own]
         if len(hits) == 0:
             return
         hit_ids, n = group_ids(c["op"][hits], self.kv[hits])
         hits = hits[first_per_group(hit_ids, n, c["mop_index"][hits])]
-        self.out.add(ANOMALY, len(hits), "precommitted-read", lists_={"ops": _single_list(c["op"][hits])},
-                     key=c["key"][hits], value=c["value"][hits], offset=c["offset"][hits],
-                     time=c["complete_time"][hits])
+        self.out.add(
+            ANOMALY,
+            len(hits),
+            "precommitted-read",
+            lists_={"ops": _single_list(c["op"][hits])},
+            key=c["key"][hits],
+            value=c["value"][hits],
+            offset=c["offset"][hits],
+            time=c["complete_time"][hits],
+        )
 
     def _order_pairs(self, rows: np.ndarray, segment: np.ndarray):
         """Rows sorted by (key, process, op, mop); (previous, current) pairs of one key,
@@ -374,11 +480,20 @@ class KeyPass:
 
     def _emit_order(self, name, prev, cur, index, offset):
         c = self.c
-        self.out.add(ANOMALY, len(cur), name,
-                     lists_={"values": _pairs_list(c["value"][prev], c["value"][cur]),
-                             "offsets": _pairs_list(offset[prev], offset[cur]),
-                             "ops": _distinct_pairs_list(c["op"][prev], c["op"][cur])},
-                     key=c["key"][cur], value=c["value"][cur], offset=offset[cur], time=c["complete_time"][cur])
+        self.out.add(
+            ANOMALY,
+            len(cur),
+            name,
+            lists_={
+                "values": _pairs_list(c["value"][prev], c["value"][cur]),
+                "offsets": _pairs_list(offset[prev], offset[cur]),
+                "ops": _distinct_pairs_list(c["op"][prev], c["op"][cur]),
+            },
+            key=c["key"][cur],
+            value=c["value"][cur],
+            offset=offset[cur],
+            time=c["complete_time"][cur],
+        )
 
     def poll_order(self):
         """Successive `ok` reads of one key by one process, with no reset between."""
@@ -389,9 +504,10 @@ class KeyPass:
         markers = np.flatnonzero(c["kind"] == REBALANCE_ROW)
         # A rebalance naming the key resets before and after the op's reads:
         # reads of that op sit alone, between two resets.
-        group, _ = group_ids(np.concatenate([c["key"][reads], c["key"][markers]]),
-                             np.concatenate([c["pid"][reads], c["pid"][markers]]))
-        read_group, marker_group = group[:len(reads)], group[len(reads):]
+        group, _ = group_ids(
+            np.concatenate([c["key"][reads], c["key"][markers]]), np.concatenate([c["pid"][reads], c["pid"][markers]])
+        )
+        read_group, marker_group = group[: len(reads)], group[len(reads) :]
         marker_at = np.unique((marker_group << 32) | c["op"][markers])
         at = (read_group << 32) | c["op"][reads]
         before = np.searchsorted(marker_at, at, "left") - np.searchsorted(marker_at, read_group << 32, "left")
@@ -405,8 +521,12 @@ class KeyPass:
         inside = ~across & ~exempt[cur]
         skip = index[cur] > index[prev] + 1
         back = index[cur] <= index[prev]
-        for name, chosen in (("poll-skip", across & skip), ("nonmonotonic-poll", across & back),
-                             ("int-poll-skip", inside & skip), ("int-nonmonotonic-poll", inside & back)):
+        for name, chosen in (
+            ("poll-skip", across & skip),
+            ("nonmonotonic-poll", across & back),
+            ("int-poll-skip", inside & skip),
+            ("int-nonmonotonic-poll", inside & back),
+        ):
             self._emit_order(name, prev[chosen], cur[chosen], index, offset)
 
     def send_order(self):
@@ -465,12 +585,19 @@ class KeyPass:
         if len(rec) == 0:
             return
         reads = np.flatnonzero(self.okread & (c["group"] != NULL))
-        ids, _ = group_ids(np.concatenate([group, c["group"][reads]]),
-                           np.concatenate([self.kv[rec], self.kv[reads]]))
-        lost = ~member(ids[:len(rec)], ids[len(rec):])
+        ids, _ = group_ids(np.concatenate([group, c["group"][reads]]), np.concatenate([self.kv[rec], self.kv[reads]]))
+        lost = ~member(ids[: len(rec)], ids[len(rec) :])
         rec, commit_op, commit_time = rec[lost], commit_op[lost], commit_time[lost]
-        self.out.add(ANOMALY, len(rec), "offset-commit-loss", lists_={"ops": _pairs_list(c["op"][rec], commit_op)},
-                     key=c["key"][rec], value=c["value"][rec], offset=self.log_offset[self.kv[rec]], time=commit_time)
+        self.out.add(
+            ANOMALY,
+            len(rec),
+            "offset-commit-loss",
+            lists_={"ops": _pairs_list(c["op"][rec], commit_op)},
+            key=c["key"][rec],
+            value=c["value"][rec],
+            offset=self.log_offset[self.kv[rec]],
+            time=commit_time,
+        )
 
     def follow_ups(self):
         """Small facts that finders of several keys join on."""
@@ -478,26 +605,60 @@ class KeyPass:
         if p.drain_complete:
             torn = np.flatnonzero(self.must & ~self.read & self.txn & (c["n_send_keys"] >= 2))
             offset = np.where(c["offset"][torn] != NULL, c["offset"][torn], self.log_offset[self.kv[torn]])
-            self.out.add(TORN, len(torn), key=c["key"][torn], value=c["value"][torn], offset=offset,
-                         time=c["complete_time"][torn], a=c["op"][torn])
+            self.out.add(
+                TORN,
+                len(torn),
+                key=c["key"][torn],
+                value=c["value"][torn],
+                offset=offset,
+                time=c["complete_time"][torn],
+                a=c["op"][torn],
+            )
         if len(p.fenced):
             z = np.flatnonzero(self.send & member(c["op"], p.fenced))
-            self.out.add(ZOMBIE_SEND, len(z), key=c["key"][z], value=c["value"][z], offset=c["offset"][z],
-                         a=c["op"][z], b=c["mop_index"][z], c=self.read[z])
+            self.out.add(
+                ZOMBIE_SEND,
+                len(z),
+                key=c["key"][z],
+                value=c["value"][z],
+                offset=c["offset"][z],
+                a=c["op"][z],
+                b=c["mop_index"][z],
+                c=self.read[z],
+            )
         info_must = np.flatnonzero(self.must & self.info)
-        self.out.add(INFO_NODE, len(info_must), key=c["key"][info_must], a=c["op"][info_must],
-                     b=c["mop_index"][info_must])
+        self.out.add(
+            INFO_NODE, len(info_must), key=c["key"][info_must], a=c["op"][info_must], b=c["mop_index"][info_must]
+        )
         if len(p.copier_groups):
             self.eos_rows()
 
     def eos_rows(self):
         c, p = self.c, self.p
         out = np.flatnonzero(self.must & (c["from_key"] != NULL) & member(c["group"], p.copier_groups))
-        self.out.add(EOS_OUT, len(out), key=c["key"][out], value=c["value"][out], time=c["complete_time"][out],
-                     a=c["group"][out], b=c["from_key"][out], c=c["from_value"][out], d=c["op"][out])
+        self.out.add(
+            EOS_OUT,
+            len(out),
+            key=c["key"][out],
+            value=c["value"][out],
+            time=c["complete_time"][out],
+            a=c["group"][out],
+            b=c["from_key"][out],
+            c=c["from_value"][out],
+            d=c["op"][out],
+        )
         rec, group, commit_op, commit_time = self._records_below(p.copier_groups)
-        self.out.add(EOS_REC, len(rec), key=c["key"][rec], value=c["value"][rec],
-                     offset=self.log_offset[self.kv[rec]], time=commit_time, a=group, b=c["op"][rec], c=commit_op)
+        self.out.add(
+            EOS_REC,
+            len(rec),
+            key=c["key"][rec],
+            value=c["value"][rec],
+            offset=self.log_offset[self.kv[rec]],
+            time=commit_time,
+            a=group,
+            b=c["op"][rec],
+            c=commit_op,
+        )
         named = np.flatnonzero(c["kind"] == FROM_ROW)
         if len(named):
             ids, n = group_ids(c["key"][named], c["from_value"][named])
@@ -507,8 +668,13 @@ class KeyPass:
             named, kv = named[found], kv[found]
             at = self.log_offset[kv]
             placed = at != NULL
-            self.out.add(EOS_POS, int(placed.sum()), key=c["key"][named][placed],
-                         value=c["from_value"][named][placed], offset=at[placed])
+            self.out.add(
+                EOS_POS,
+                int(placed.sum()),
+                key=c["key"][named][placed],
+                value=c["from_value"][named][placed],
+                offset=at[placed],
+            )
 
     def liveness(self):
         """Candidates for stuck-lso: a process's first read of a value, invoked
@@ -533,8 +699,18 @@ class KeyPass:
         since = np.maximum(c["complete_time"][a], self._previous_read_time(reads, f))
         late = c["invoke_time"][f] - since > p.timeout
         f, a, since = f[late], a[late], since[late]
-        self.out.add(LATE, len(f), key=c["key"][f], value=c["value"][f], offset=c["offset"][f],
-                     time=c["invoke_time"][f], a=c["pid"][f], b=c["op"][f], c=c["op"][a], d=since)
+        self.out.add(
+            LATE,
+            len(f),
+            key=c["key"][f],
+            value=c["value"][f],
+            offset=c["offset"][f],
+            time=c["invoke_time"][f],
+            a=c["pid"][f],
+            b=c["op"][f],
+            c=c["op"][a],
+            d=since,
+        )
 
     def _previous_read_time(self, reads: np.ndarray, firsts: np.ndarray) -> np.ndarray:
         """Per row of `firsts`: the latest completion of an `ok` read of the same
@@ -550,7 +726,7 @@ class KeyPass:
         carried = fill_forward(at[perm], is_read[perm], starts(pid[perm], key[perm]))
         out = np.empty(len(rows), dtype=np.int64)
         out[perm] = carried
-        return out[len(reads):]
+        return out[len(reads) :]
 
     def lag(self):
         """Per completion bucket and key, the worst time from a value's
@@ -601,15 +777,16 @@ class KeyPass:
         ids, n = group_ids(self.kv[reads], r_node)
         keep = first_per_group(ids, n)
         reads, r_node, r_phi = reads[keep], r_node[keep], r_phi[keep]
-        edges = []   # (src, dst, kind, key, src_phi, dst_phi)
+        edges = []  # (src, dst, kind, key, src_phi, dst_phi)
         # ww: the key's chain of placed writers, by position then node
         placed = np.flatnonzero(w_pos != NULL)
         perm = order(c["key"][writers][placed], w_pos[placed], w_node[placed])
         chain = placed[perm]
         chain_key = c["key"][writers][chain]
         nxt = np.flatnonzero(previous_in_group(chain_key))
-        edges.append((w_node[chain][nxt - 1], w_node[chain][nxt], WW, chain_key[nxt],
-                      w_phi[chain][nxt - 1], w_phi[chain][nxt]))
+        edges.append(
+            (w_node[chain][nxt - 1], w_node[chain][nxt], WW, chain_key[nxt], w_phi[chain][nxt - 1], w_phi[chain][nxt])
+        )
         # wr: writer -> every ok reader of its value
         wi, rj = join(self.kv[writers], self.kv[reads])
         edges.append((w_node[wi], r_node[rj], WR, c["key"][reads][rj], w_phi[wi], r_phi[rj]))
@@ -630,15 +807,15 @@ class KeyPass:
         owner = fill_forward(j_node, chain_junction, group_start)
         next_j = fill_backward_after(j_node, chain_junction, group_start)
         chain_kv = self.kv[writers][chain]
-        pair_ids, _ = group_ids(np.concatenate([chain_kv, self.kv[reads][jr]]),
-                                np.concatenate([owner, r_node[jr]]))
-        read_by_owner = member(pair_ids[:len(chain)], pair_ids[len(chain):])
+        pair_ids, _ = group_ids(np.concatenate([chain_kv, self.kv[reads][jr]]), np.concatenate([owner, r_node[jr]]))
+        read_by_owner = member(pair_ids[: len(chain)], pair_ids[len(chain) :])
         chain_junction = chain_junction | ((owner != NULL) & ((owner == next_j) | read_by_owner))
         next_j = fill_backward_after(j_node, chain_junction, group_start)
         next_j_phi = fill_backward_after(w_phi[chain], chain_junction, group_start)
         has_next = chain_junction & (next_j != NULL)
-        compressed.append((j_node[has_next], next_j[has_next], WW, chain_key[has_next],
-                           w_phi[chain][has_next], next_j_phi[has_next]))
+        compressed.append(
+            (j_node[has_next], next_j[has_next], WW, chain_key[has_next], w_phi[chain][has_next], next_j_phi[has_next])
+        )
         owner = fill_forward(j_node, chain_junction, group_start)
         owner_phi = fill_forward(w_phi[chain], chain_junction, group_start)
         owned = owner != NULL
@@ -650,24 +827,40 @@ class KeyPass:
         oi, rj = join(o_kv, self.kv[reads][jr])
         kinds = np.where(o_owner[oi] == o_node[oi], WR, WW | WR)
         compressed.append((o_owner[oi], r_node[jr][rj], kinds, c["key"][reads][jr][rj], o_phi[oi], r_phi[jr][rj]))
-        nodes = (np.concatenate([w_node, r_node]), np.concatenate([c["op"][writers], c["op"][reads]]),
-                 np.concatenate([w_phi, r_phi]))
+        nodes = (
+            np.concatenate([w_node, r_node]),
+            np.concatenate([c["op"][writers], c["op"][reads]]),
+            np.concatenate([w_phi, r_phi]),
+        )
         return _stack(edges), _stack(compressed), nodes
 
     def cycles(self, spans_only: bool):
         edges, compressed, nodes = self._graph()
         if spans_only:
-            for component, graph, kinds in ((S_WW, edges, WW), (S_WR, edges, WR), (S_CWR, compressed, WR),
-                                            (S_CWW, compressed, None)):
+            for component, graph, kinds in (
+                (S_WW, edges, WW),
+                (S_WR, edges, WR),
+                (S_CWR, compressed, WR),
+                (S_CWW, compressed, None),
+            ):
                 src, dst, kind, key, src_phi, dst_phi = graph
                 chosen = (dst_phi <= src_phi) & (src != dst)
                 chosen &= (kind == kinds) if kinds is not None else (kind != WR)
-                self.out.add(SPAN, int(chosen.sum()), a=np.full(int(chosen.sum()), component),
-                             b=dst_phi[chosen], c=src_phi[chosen])
+                self.out.add(
+                    SPAN,
+                    int(chosen.sum()),
+                    a=np.full(int(chosen.sum()), component),
+                    b=dst_phi[chosen],
+                    c=src_phi[chosen],
+                )
             return
         intervals = self.p.intervals
-        for family, graph, kinds in ((I_CWR, compressed, (WR,)), (I_C, compressed, None),
-                                     (I_WR, edges, (WR,)), (I_ALL, edges, None)):
+        for family, graph, kinds in (
+            (I_CWR, compressed, (WR,)),
+            (I_C, compressed, None),
+            (I_WR, edges, (WR,)),
+            (I_ALL, edges, None),
+        ):
             if family not in intervals:
                 continue
             lo, hi = intervals[family]
@@ -675,8 +868,15 @@ class KeyPass:
             chosen = (src != dst) & covered(src_phi, lo, hi) & covered(dst_phi, lo, hi)
             if kinds is not None:
                 chosen &= member(kind, np.array(kinds))
-            self.out.add(EDGE, int(chosen.sum()), key=key[chosen], a=src[chosen], b=dst[chosen], c=kind[chosen],
-                         d=np.full(int(chosen.sum()), family))
+            self.out.add(
+                EDGE,
+                int(chosen.sum()),
+                key=key[chosen],
+                a=src[chosen],
+                b=dst[chosen],
+                c=kind[chosen],
+                d=np.full(int(chosen.sum()), family),
+            )
         node, op, phi = nodes
         for family in (I_WR, I_ALL):
             if family in intervals:
@@ -684,8 +884,9 @@ class KeyPass:
                 chosen = covered(phi, lo, hi)
                 ids, n = group_ids(node[chosen])
                 first = first_per_group(ids, n)
-                self.out.add(NODE, n, a=node[chosen][first], b=op[chosen][first], c=phi[chosen][first],
-                             d=np.full(n, family))
+                self.out.add(
+                    NODE, n, a=node[chosen][first], b=op[chosen][first], c=phi[chosen][first], d=np.full(n, family)
+                )
 
     def _reach(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row, the doubled times its op's graph ports and nodes can take
@@ -736,15 +937,35 @@ class KeyPass:
         c, ri = self.c, self.ri
         ids, n = group_ids(c["key"][ri], c["offset"][ri], c["value"][ri])
         first = ri[first_per_group(ids, n)]
-        self.out.add(LOG, len(first), key=c["key"][first], offset=c["offset"][first], value=c["value"][first],
-                     a=self.index[first])
+        self.out.add(
+            LOG,
+            len(first),
+            key=c["key"][first],
+            offset=c["offset"][first],
+            value=c["value"][first],
+            a=self.index[first],
+        )
         kv_rows = first_per_group(self.kv[ri], self.n_kv)
         kv_rows = ri[kv_rows[kv_rows >= 0]]
-        self.out.add(POSITION, len(kv_rows), key=c["key"][kv_rows], value=c["value"][kv_rows],
-                     offset=self.log_offset[self.kv[kv_rows]], a=self.position[self.kv[kv_rows]])
+        self.out.add(
+            POSITION,
+            len(kv_rows),
+            key=c["key"][kv_rows],
+            value=c["value"][kv_rows],
+            offset=self.log_offset[self.kv[kv_rows]],
+            a=self.position[self.kv[kv_rows]],
+        )
         must = np.flatnonzero(self.must)
-        self.out.add(MUST, len(must), key=c["key"][must], value=c["value"][must], offset=c["offset"][must],
-                     a=c["op"][must], b=c["mop_index"][must], c=self.read[must])
+        self.out.add(
+            MUST,
+            len(must),
+            key=c["key"][must],
+            value=c["value"][must],
+            offset=c["offset"][must],
+            a=c["op"][must],
+            b=c["mop_index"][must],
+            c=self.read[must],
+        )
         has = self.bound >= 0
         first_of_key = first_per_group(self.kid, self.n_keys)
         self.out.add(BOUND, int(has.sum()), key=c["key"][first_of_key][has], a=self.bound[has])
@@ -753,6 +974,7 @@ class KeyPass:
         """The log of the named keys around their anomalies: offset, index,
         values and the worst status of its values (docs/RESULTS.md)."""
         from checkers.pictures import STATUS_ORDER
+
         c, ri, p = self.c, self.ri, self.p
         ids, n = group_ids(c["key"][ri], c["offset"][ri], c["value"][ri])
         first = ri[first_per_group(ids, n)]
@@ -774,31 +996,49 @@ class KeyPass:
         dup_kv = np.zeros(self.n_kv, dtype=bool)
         dup_kv[self._duplicated()[2]] = True
 
-        rank = np.where(failed[kv], STATUS_ORDER.index("aborted"),
-                        np.where(lost_kv[kv], STATUS_ORDER.index("lost"),
-                                 np.where(unseen_kv[kv], STATUS_ORDER.index("unseen"),
-                                          np.where(self.read_kv[kv] & must[kv], STATUS_ORDER.index("read"),
-                                                   np.where(must[kv], STATUS_ORDER.index("acked-unread"),
-                                                            STATUS_ORDER.index("unacked"))))))
+        rank = np.where(
+            failed[kv],
+            STATUS_ORDER.index("aborted"),
+            np.where(
+                lost_kv[kv],
+                STATUS_ORDER.index("lost"),
+                np.where(
+                    unseen_kv[kv],
+                    STATUS_ORDER.index("unseen"),
+                    np.where(
+                        self.read_kv[kv] & must[kv],
+                        STATUS_ORDER.index("read"),
+                        np.where(must[kv], STATUS_ORDER.index("acked-unread"), STATUS_ORDER.index("unacked")),
+                    ),
+                ),
+            ),
+        )
         dup = dup_kv[kv]
         # the slice: from `margin` offsets before the lowest named offset of the
         # key that is in its log (else from its start), at most max_offsets
         pk = np.searchsorted(p.picture_keys, key)
         named_ids, _ = group_ids(np.concatenate([key, p.named_keys]), np.concatenate([offset, p.named_offsets]))
-        is_named = member(named_ids[:len(key)], named_ids[len(key):])
+        is_named = member(named_ids[: len(key)], named_ids[len(key) :])
         lo_index = np.full(len(p.picture_keys), np.iinfo(np.int64).max, dtype=np.int64)
         if is_named.any():
             np.minimum.at(lo_index, pk[is_named], index[is_named])
         lo_index[lo_index == np.iinfo(np.int64).max] = 0
         lo = np.maximum(lo_index[pk] - p.margin, 0)
         inside = (index >= lo) & (index < lo + p.max_offsets)
-        self.out.add(PICTURE, int(inside.sum()), key=key[inside], offset=offset[inside], value=value[inside],
-                     a=index[inside], b=rank[inside], c=dup[inside])
+        self.out.add(
+            PICTURE,
+            int(inside.sum()),
+            key=key[inside],
+            offset=offset[inside],
+            value=value[inside],
+            a=index[inside],
+            b=rank[inside],
+            c=dup[inside],
+        )
         ko, n_ko = group_ids(key, offset)
         totals = np.bincount(pk[first_per_group(ko, n_ko)], minlength=len(p.picture_keys))
         present = np.unique(pk)
-        self.out.add(PICTURE, len(present), key=p.picture_keys[present], a=np.full(len(present), -1),
-                     b=totals[present])
+        self.out.add(PICTURE, len(present), key=p.picture_keys[present], a=np.full(len(present), -1), b=totals[present])
 
 
 def cover_bin(times, cover: tuple) -> np.ndarray:

@@ -40,8 +40,9 @@ from checkers.keypass import LATE
 from checkers.load import OP_ROW, Tables, pid_route
 
 MAX_GAP_FRACTION = 0.5
-STUCK_SCHEMA = T.StructType([T.StructField(name, T.LongType()) for name in
-                             ("key", "value", "offset", "writer", "reader", "time")])
+STUCK_SCHEMA = T.StructType(
+    [T.StructField(name, T.LongType()) for name in ("key", "value", "offset", "writer", "reader", "time")]
+)
 
 
 def find(t: Tables) -> DataFrame:
@@ -57,13 +58,20 @@ def stuck_reads(t: Tables) -> list[tuple]:
     max_gap = int(timeout * MAX_GAP_FRACTION)
     candidates = [(r["a"], r["key"], r["value"], r["offset"], r["b"], r["c"], r["d"], r["time"]) for r in late]
     pids = sorted({pid for pid, *_ in candidates})
-    ops = (t.rows.where((F.col("kind") == OP_ROW)
-                        & F.col("route").isin([pid_route(pid) for pid in pids]))
-           .select("pid", "invoke_index", "f", "type", F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
-                   "keys", "rebalance"))
+    ops = t.rows.where((F.col("kind") == OP_ROW) & F.col("route").isin([pid_route(pid) for pid in pids])).select(
+        "pid",
+        "invoke_index",
+        "f",
+        "type",
+        F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
+        "keys",
+        "rebalance",
+    )
     found = ops.mapInArrow(_checker(candidates, max_gap), STUCK_SCHEMA).collect()
-    return [("stuck-lso", r["key"], r["value"], None, r["offset"], None, [r["writer"], r["reader"]], r["time"], None)
-            for r in found]
+    return [
+        ("stuck-lso", r["key"], r["value"], None, r["offset"], None, [r["writer"], r["reader"]], r["time"], None)
+        for r in found
+    ]
 
 
 def _checker(candidates, max_gap):
@@ -78,10 +86,19 @@ def _checker(candidates, max_gap):
             instants = polls_of_keys(sorted(ops, key=lambda r: r["invoke_index"]), {c[1] for c in mine})
             for _, key, value, offset, reader, writer, since, invoke in mine:
                 if polled_throughout(instants.get(key, []), since, invoke, max_gap):
-                    out.append({"key": key, "value": value, "offset": offset, "writer": writer,
-                                "reader": reader, "time": invoke})
+                    out.append(
+                        {
+                            "key": key,
+                            "value": value,
+                            "offset": offset,
+                            "writer": writer,
+                            "reader": reader,
+                            "time": invoke,
+                        }
+                    )
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=pa.schema([(f.name, pa.int64()) for f in STUCK_SCHEMA]))
+
     return run
 
 
@@ -118,4 +135,4 @@ def polled_throughout(polls: list[int], since: int, invoke: int, max_gap: int) -
         return False
     if polls[first] - since > max_gap or invoke - polls[last] > max_gap:
         return False
-    return all(b - a <= max_gap for a, b in zip(polls[first:last], polls[first + 1:last + 1]))
+    return all(b - a <= max_gap for a, b in zip(polls[first:last], polls[first + 1 : last + 1]))

@@ -29,48 +29,68 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers.history import (ASSIGN, COMMIT, FAIL, INFO, INIT, INVOKE, MOP_FS, NEMESIS, OK, POLL, RESETS,
-                              SEND, SUBSCRIBE, TXN, TYPES)
+from checkers.history import (
+    ASSIGN,
+    COMMIT,
+    FAIL,
+    INFO,
+    INIT,
+    INVOKE,
+    NEMESIS,
+    OK,
+    POLL,
+    RESETS,
+    SEND,
+    SUBSCRIBE,
+    TXN,
+    TYPES,
+)
 from checkers.spark import session_conf
 from harness.errors import GregorError
 
 CORRUPT = "_corrupt_record"
 
-MOP_SCHEMA = T.StructType([
-    T.StructField("f", T.StringType()),
-    T.StructField("key", T.LongType()),
-    T.StructField("value", T.LongType()),
-    T.StructField("offset", T.LongType()),
-    T.StructField("poll", T.IntegerType()),
-    T.StructField("from", T.ArrayType(T.LongType())),
-])
+MOP_SCHEMA = T.StructType(
+    [
+        T.StructField("f", T.StringType()),
+        T.StructField("key", T.LongType()),
+        T.StructField("value", T.LongType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("poll", T.IntegerType()),
+        T.StructField("from", T.ArrayType(T.LongType())),
+    ]
+)
 
-REBALANCE_SCHEMA = T.StructType([
-    T.StructField("type", T.StringType()),
-    T.StructField("keys", T.ArrayType(T.LongType())),
-])
+REBALANCE_SCHEMA = T.StructType(
+    [
+        T.StructField("type", T.StringType()),
+        T.StructField("keys", T.ArrayType(T.LongType())),
+    ]
+)
 
-EVENT_SCHEMA = T.StructType([
-    T.StructField("index", T.LongType()),
-    T.StructField("time", T.LongType()),
-    # Integers become their decimal text; "nemesis" stays as is.
-    T.StructField("process", T.StringType()),
-    T.StructField("type", T.StringType()),
-    T.StructField("f", T.StringType()),
-    T.StructField("mops", T.ArrayType(MOP_SCHEMA)),
-    T.StructField("keys", T.ArrayType(T.LongType())),
-    T.StructField("error", T.StringType()),
-    # Nemesis `value` is any JSON; a string schema keeps its raw text.
-    T.StructField("value", T.StringType()),
-    T.StructField("group", T.StringType()),
-    T.StructField("rebalance", T.ArrayType(REBALANCE_SCHEMA)),
-    T.StructField("txn_id", T.StringType()),
-    T.StructField("producer_id", T.LongType()),
-    T.StructField("epoch", T.LongType()),
-    T.StructField("commit_time", T.LongType()),
-    T.StructField("auto", T.BooleanType()),
-    T.StructField(CORRUPT, T.StringType()),
-])
+EVENT_SCHEMA = T.StructType(
+    [
+        T.StructField("index", T.LongType()),
+        T.StructField("time", T.LongType()),
+        # Integers become their decimal text; "nemesis" stays as is.
+        T.StructField("process", T.StringType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("f", T.StringType()),
+        T.StructField("mops", T.ArrayType(MOP_SCHEMA)),
+        T.StructField("keys", T.ArrayType(T.LongType())),
+        T.StructField("error", T.StringType()),
+        # Nemesis `value` is any JSON; a string schema keeps its raw text.
+        T.StructField("value", T.StringType()),
+        T.StructField("group", T.StringType()),
+        T.StructField("rebalance", T.ArrayType(REBALANCE_SCHEMA)),
+        T.StructField("txn_id", T.StringType()),
+        T.StructField("producer_id", T.LongType()),
+        T.StructField("epoch", T.LongType()),
+        T.StructField("commit_time", T.LongType()),
+        T.StructField("auto", T.BooleanType()),
+        T.StructField(CORRUPT, T.StringType()),
+    ]
+)
 
 STORAGE = StorageLevel.MEMORY_AND_DISK
 # Above this much history, stored tables go to local disk only. A 10M-event
@@ -90,6 +110,7 @@ def storage_level(history: Path) -> StorageLevel:
     """Where a run's stored tables live: memory (spilling to disk) for
     ordinary runs, disk only for very large histories."""
     return StorageLevel.DISK_ONLY if history.stat().st_size > LARGE_HISTORY_BYTES else STORAGE
+
 
 # Row kinds of the loaded table.
 SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW, OP_ROW, PROBLEM_ROW = range(7)
@@ -134,7 +155,7 @@ class Tables:
     metrics: dict
     directory: Path | None = None
     cache: dict = field(default_factory=dict)
-    storage: StorageLevel = field(default_factory=lambda: STORAGE)   # of every table stored for this run
+    storage: StorageLevel = field(default_factory=lambda: STORAGE)  # of every table stored for this run
 
     @property
     def ops(self) -> DataFrame:
@@ -148,7 +169,8 @@ class Tables:
         this joins: for tests and exports, not for the finders."""
         mf = F.when(F.col("kind") == SEND_ROW, SEND).when(F.col("kind") == POLL_ROW, POLL).otherwise(COMMIT)
         mops = self.rows.where(F.col("kind").isin(SEND_ROW, POLL_ROW, COMMIT_ROW)).select(
-            *[c for c in MOP_COLUMNS if c not in OP_FACTS and c != "mf"], mf.alias("mf"))
+            *[c for c in MOP_COLUMNS if c not in OP_FACTS and c != "mf"], mf.alias("mf")
+        )
         return mops.join(self.ops.select("op", *OP_FACTS), "op").select(*MOP_COLUMNS)
 
     def release(self) -> None:
@@ -160,14 +182,56 @@ class Tables:
         free_rows(self.rows)
 
 
-OP_COLUMNS = ("op", "invoke_index", "process", "f", "type", "invoke_time", "complete_time", "error", "txn_id",
-              "producer_id", "epoch", "commit_time", "group", "auto", "keys", "rebalance", "value_json",
-              "cut_short", "n_sends", "n_send_keys", "reads", "seg", "own_epoch", "own_producer_id")
+OP_COLUMNS = (
+    "op",
+    "invoke_index",
+    "process",
+    "f",
+    "type",
+    "invoke_time",
+    "complete_time",
+    "error",
+    "txn_id",
+    "producer_id",
+    "epoch",
+    "commit_time",
+    "group",
+    "auto",
+    "keys",
+    "rebalance",
+    "value_json",
+    "cut_short",
+    "n_sends",
+    "n_send_keys",
+    "reads",
+    "seg",
+    "own_epoch",
+    "own_producer_id",
+)
 # What a mop row takes from its op row.
 OP_FACTS = ("process", "f", "type", "invoke_index", "txn_id", "epoch", "producer_id", "group")
-MOP_COLUMNS = ("op", "mop_index", "mf", "key", "value", "offset", "poll", "from_key", "from_value", "process",
-               "f", "type", "invoke_index", "invoke_time", "complete_time", "txn_id", "epoch", "producer_id",
-               "commit_time", "group")
+MOP_COLUMNS = (
+    "op",
+    "mop_index",
+    "mf",
+    "key",
+    "value",
+    "offset",
+    "poll",
+    "from_key",
+    "from_value",
+    "process",
+    "f",
+    "type",
+    "invoke_index",
+    "invoke_time",
+    "complete_time",
+    "txn_id",
+    "epoch",
+    "producer_id",
+    "commit_time",
+    "group",
+)
 
 
 def read_test(directory: Path) -> dict:
@@ -183,12 +247,12 @@ def read_test(directory: Path) -> dict:
         raise GregorError(f"{path}: must hold a JSON object")
     keys = test.get("keys")
     if not isinstance(keys, dict) or not keys:
-        raise GregorError(f"{path}: needs \"keys\", an object mapping each key to [topic, partition]")
+        raise GregorError(f'{path}: needs "keys", an object mapping each key to [topic, partition]')
     for key in keys:
         try:
             int(key)
         except ValueError as error:
-            raise GregorError(f"{path}: key {key!r} in \"keys\" is not an integer") from error
+            raise GregorError(f'{path}: key {key!r} in "keys" is not an integer') from error
     return test
 
 
@@ -221,6 +285,7 @@ def load(source, spark: SparkSession, test: dict | None = None, fast: bool = Tru
     torn = torn_tail(history)
     if fast and not torn:
         from checkers.fastload import fast_rows, parse_cache
+
         with parse_cache(spark) as cache:
             rows = fast_rows(spark, history, keys, cache)
             tables = None if rows is None else _stored(rows, spark, history, test, torn, name_problems=False)
@@ -236,8 +301,9 @@ def sql_rows(spark: SparkSession, history: Path, keys: list[int], torn: int) -> 
     return _rows(paired_events(numbered_events(spark, history, drop_last=torn > 0)), keys).drop("_pos", "_mpos")
 
 
-def _stored(rows: DataFrame, spark: SparkSession, history: Path, test: dict, torn: int,
-            name_problems: bool = True) -> Tables:
+def _stored(
+    rows: DataFrame, spark: SparkSession, history: Path, test: dict, torn: int, name_problems: bool = True
+) -> Tables:
     """Shuffles the rows by route, stores them and counts the metrics (one
     job); raises GregorError for the first problem row if `name_problems`."""
     directory = history.parent
@@ -306,7 +372,7 @@ def torn_tail(history: Path, chunk: int = 1 << 16) -> int:
             handle.seek(start)
             tail = handle.read(end - start) + tail
             end = start
-    tail = tail[tail.rfind(b"\n") + 1:]
+    tail = tail[tail.rfind(b"\n") + 1 :]
     if not tail.strip():
         return 0
     try:
@@ -330,7 +396,8 @@ def numbered_events(spark: SparkSession, history: Path, drop_last: bool = False)
         counts = dict(
             (row["pid"], row["n"])
             for row in text.groupBy(F.shiftright(F.col("_id"), 33).alias("pid"))
-            .agg(F.count(F.lit(1)).alias("n")).collect()
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
         )
     starts, total = [], 0
     for pid in range(max(counts, default=-1) + 1):
@@ -343,9 +410,9 @@ def numbered_events(spark: SparkSession, history: Path, drop_last: bool = False)
     numbered = text.withColumn("line", start + within + 1)
     if drop_last:
         numbered = numbered.where(F.col("line") < total)
-    return (numbered
-            .select("line", (F.trim(F.col("value")) == "").alias("blank"), parsed.alias("e"))
-            .select("line", "blank", "e.*"))
+    return numbered.select("line", (F.trim(F.col("value")) == "").alias("blank"), parsed.alias("e")).select(
+        "line", "blank", "e.*"
+    )
 
 
 def paired_events(events: DataFrame) -> DataFrame:
@@ -363,17 +430,23 @@ def paired_events(events: DataFrame) -> DataFrame:
     paired = events.selectExpr(
         "*",
         *[f"lag({c}) {w} as prev_{c}" for c in ("type", "index", "time", "f", "txn_id", "group", "keys")],
-        f"lag(type, 2) {w} as prev2_type", f"lag(time, 2) {w} as prev2_time",
-        f"lead(type) {w} as next_type", f"lead(line) {w} as next_line")
+        f"lag(type, 2) {w} as prev2_type",
+        f"lag(time, 2) {w} as prev2_time",
+        f"lead(type) {w} as next_type",
+        f"lead(line) {w} as next_line",
+    )
     completion = f"type != '{INVOKE}'"
     resets = ", ".join(f"'{f}'" for f in RESETS)
-    init = (f"{completion} and type = '{OK}' and f = '{INIT}' and epoch is not null"
-            " and coalesce(txn_id, prev_txn_id) is not null")
+    init = (
+        f"{completion} and type = '{OK}' and f = '{INIT}' and epoch is not null"
+        " and coalesce(txn_id, prev_txn_id) is not null"
+    )
     return paired.selectExpr(
         "*",
         f"coalesce(sum(case when {completion} and f in ({resets}) then 1 else 0 end) {before}, 0) as seg",
         f"last(case when {init} then named_struct('epoch', epoch, 'producer_id', producer_id) end, true) {before}"
-        " as own_init")
+        " as own_init",
+    )
 
 
 def _sql(text: str) -> str:
@@ -386,33 +459,56 @@ def _first(conditions, otherwise: str = "null") -> str:
     return "case " + " ".join(f"when {c} then {v}" for c, v in conditions) + f" else {otherwise} end"
 
 
-LINE_PROBLEM = _first([
-    ("blank", _sql("empty line (history.jsonl holds one JSON event per line)")),
-    (f"{CORRUPT} is not null", "'CORRUPT'"),
-    ("index is null", _sql('missing "index"')),
-    ("index != line - 1", "format_string(" + _sql("index %d where %d was expected (indices run 0, 1, 2, ... one per line)")
-     + ", index, line - 1)"),
-    ("time is null", _sql('missing "time" (nanoseconds)')),
-    ("process is null", _sql('missing "process"')),
-    (f"not (process rlike '^-?[0-9]+$' or process = '{NEMESIS}')", _sql('"process" must be an integer or "nemesis"')),
-    ("type is null or type not in (" + ", ".join(f"'{t}'" for t in TYPES) + ")",
-     _sql('"type" must be one of invoke, ok, fail, info')),
-    ("f is null", _sql('missing "f"')),
-])
-PAIR_PROBLEM = _first([
-    (f"type != '{INVOKE}' and (prev_type is null or prev_type != '{INVOKE}')",
-     "format_string(" + _sql("a %s completion of process %s with no invoke before it") + ", type, process)"),
-    (f"type != '{INVOKE}' and prev_f != f",
-     "format_string(" + _sql("completion f %s does not match its invoke's f %s") + ", f, prev_f)"),
-    (f"type = '{INVOKE}' and next_type = '{INVOKE}'",
-     "format_string(" + _sql("process %s invokes again at line %d before this op completed") + ", process, next_line)"),
-])
+LINE_PROBLEM = _first(
+    [
+        ("blank", _sql("empty line (history.jsonl holds one JSON event per line)")),
+        (f"{CORRUPT} is not null", "'CORRUPT'"),
+        ("index is null", _sql('missing "index"')),
+        (
+            "index != line - 1",
+            "format_string("
+            + _sql("index %d where %d was expected (indices run 0, 1, 2, ... one per line)")
+            + ", index, line - 1)",
+        ),
+        ("time is null", _sql('missing "time" (nanoseconds)')),
+        ("process is null", _sql('missing "process"')),
+        (
+            f"not (process rlike '^-?[0-9]+$' or process = '{NEMESIS}')",
+            _sql('"process" must be an integer or "nemesis"'),
+        ),
+        (
+            "type is null or type not in (" + ", ".join(f"'{t}'" for t in TYPES) + ")",
+            _sql('"type" must be one of invoke, ok, fail, info'),
+        ),
+        ("f is null", _sql('missing "f"')),
+    ]
+)
+PAIR_PROBLEM = _first(
+    [
+        (
+            f"type != '{INVOKE}' and (prev_type is null or prev_type != '{INVOKE}')",
+            "format_string(" + _sql("a %s completion of process %s with no invoke before it") + ", type, process)",
+        ),
+        (
+            f"type != '{INVOKE}' and prev_f != f",
+            "format_string(" + _sql("completion f %s does not match its invoke's f %s") + ", f, prev_f)",
+        ),
+        (
+            f"type = '{INVOKE}' and next_type = '{INVOKE}'",
+            "format_string("
+            + _sql("process %s invokes again at line %d before this op completed")
+            + ", process, next_line)",
+        ),
+    ]
+)
 # Checks of one mop `m`, in the order their messages are preferred.
 MOP_CHECKS = (
     ("m.f is null or m.f not in ('send', 'poll', 'commit')", 'a mop whose "f" is not send, poll or commit'),
     ("m.f = 'send' and (m.key is null or m.value is null)", 'a send mop without "key" or "value"'),
-    ("m.f = 'poll' and m.key is not null and (m.value is null or m.offset is null)",
-     'a poll mop with a "key" but no "offset" or "value"'),
+    (
+        "m.f = 'poll' and m.key is not null and (m.value is null or m.offset is null)",
+        'a poll mop with a "key" but no "offset" or "value"',
+    ),
     ("m.f = 'commit' and (m.key is null or m.offset is null)", 'a commit mop without "key" or "offset"'),
     ("m.from is not null and size(m.from) != 2", 'a "from" that is not [key, value]'),
 )
@@ -442,13 +538,16 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         f" else least({n_sends}, 1) end as n_send_keys",
         f"case when type = '{OK}' and array_contains({mops}.f, 'poll')"
         f" then exists({mops}, m -> m.f = 'poll' and m.key is not null) else false end as reads",
-        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys")
+        "flatten(transform(rebalance, r -> coalesce(r.keys, cast(array() as array<bigint>)))) as _rebalance_keys",
+    )
+
     # Every row of a line is one element (_pos, _mpos, m, marker_key) of one
     # array, exploded by one generator: the op (0, 0), its mops (i, 0), the
     # rebalance markers (0, j) and a copier send's input marker (i, 1).
     # (A second generator over every row for the rare markers cost more.)
     def element(pos: str, mpos: str, mop: str, marker: str) -> str:
         return f"named_struct('p', {pos}, 'mp', {mpos}, 'm', {mop}, 'k', {marker})"
+
     no_mop, no_key = f"cast(null as {mop_type})", "cast(null as bigint)"
     no_elements = f"cast(array() as array<struct<p:int,mp:int,m:{mop_type},k:bigint>>)"
     kept_mop = "x.f in ('send', 'poll', 'commit') and not (x.f = 'poll' and x.key is null)"
@@ -458,15 +557,19 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         f" case when _real and rebalance is not null"
         f" then transform(_rebalance_keys, (k, j) -> {element('0', 'j + 1', no_mop, 'k')}) else {no_elements} end,"
         f" case when _real then filter(transform({mops}, (x, i) -> {element('i + 1', '1', 'x', 'x.from[0]')}),"
-        f" e -> {kept_mop.replace('x.', 'e.m.')} and e.m.f = 'send' and size(e.m.from) = 2) else {no_elements} end)")
+        f" e -> {kept_mop.replace('x.', 'e.m.')} and e.m.f = 'send' and size(e.m.from) = 2) else {no_elements} end)"
+    )
     kept = "_pos > 0 and _real and m.f in ('send', 'poll', 'commit') and not (m.f = 'poll' and m.key is null)"
     rows = staged.selectExpr("*", f"inline({elements}) as (_pos, _mpos, m, marker_key)").selectExpr(
-        "*", f"{kept} as _kept")
+        "*", f"{kept} as _kept"
+    )
     known = "array(" + ", ".join(f"cast({k} as bigint)" for k in keys) + ")"
     in_known = ", ".join(str(k) for k in keys)
     op_elem, mop_elem = "(_pos = 0 and _mpos = 0)", "(_pos > 0 and _mpos = 0)"
-    mop_rank = _first([(check, str(rank)) for rank, (check, _) in enumerate(MOP_CHECKS, start=1)]
-                      + [(f"m.key is not null and m.key not in ({in_known})", str(UNKNOWN_IN_MOPS))])
+    mop_rank = _first(
+        [(check, str(rank)) for rank, (check, _) in enumerate(MOP_CHECKS, start=1)]
+        + [(f"m.key is not null and m.key not in ({in_known})", str(UNKNOWN_IN_MOPS))]
+    )
     checked = rows.selectExpr(
         "*",
         f"{op_elem} as _op_elem",
@@ -476,31 +579,63 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         " as _unknown_key",
         f"case when {op_elem} and rebalance is not null then try_element_at(array_except(_rebalance_keys, {known}), 1)"
         " end as _unknown_rebalanced",
-        f"case when {mop_elem} then {mop_rank} end as _mop_rank")
-    ranked = checked.selectExpr("*", _first([
-        ("_line_problem is not null", "0"), ("_unknown_key is not null", str(UNKNOWN_IN_KEYS)),
-        ("_unknown_rebalanced is not null", str(UNKNOWN_IN_REBALANCE)),
-        ("_pair_problem is not null", str(PAIR_RANK))], "_mop_rank") + " as _rank")
-    message = _first([("_rank = 0", "_line_problem"),
-                      (f"_rank = {UNKNOWN_IN_KEYS}", _unknown_key_message("_unknown_key")),
-                      (f"_rank = {UNKNOWN_IN_REBALANCE}", _unknown_key_message("_unknown_rebalanced")),
-                      (f"_rank = {PAIR_RANK}", "_pair_problem"),
-                      (f"_rank = {UNKNOWN_IN_MOPS}", _unknown_key_message("m.key"))]
-                     + [(f"_rank = {n}", _sql(text)) for n, (_, text) in enumerate(MOP_CHECKS, start=1)])
-    kind = _first([("_rank is not null", str(PROBLEM_ROW)), ("_op_elem and _real", str(OP_ROW)),
-                   ("_kept and _mpos = 0",
-                    f"case m.f when 'send' then {SEND_ROW} when 'poll' then {POLL_ROW} else {COMMIT_ROW} end"),
-                   ("_mpos > 0 and _pos = 0", str(REBALANCE_ROW)), ("_mpos > 0", str(FROM_ROW))])
-    rows = ranked.selectExpr("*", f"cast({kind} as int) as _kind",
-                             f"case when _rank is not null then {message} end as _message")
-    route = _first([(f"_kind = {PROBLEM_ROW}", str(PROBLEM_ROUTE)),
-                    (f"_kind = {OP_ROW}", f"case when process = '{NEMESIS}' then {NEMESIS_ROUTE}"
-                                          " else -2 - cast(process as bigint) end"),
-                    (f"_kind in ({REBALANCE_ROW}, {FROM_ROW})", "marker_key")], "m.key")
+        f"case when {mop_elem} then {mop_rank} end as _mop_rank",
+    )
+    ranked = checked.selectExpr(
+        "*",
+        _first(
+            [
+                ("_line_problem is not null", "0"),
+                ("_unknown_key is not null", str(UNKNOWN_IN_KEYS)),
+                ("_unknown_rebalanced is not null", str(UNKNOWN_IN_REBALANCE)),
+                ("_pair_problem is not null", str(PAIR_RANK)),
+            ],
+            "_mop_rank",
+        )
+        + " as _rank",
+    )
+    message = _first(
+        [
+            ("_rank = 0", "_line_problem"),
+            (f"_rank = {UNKNOWN_IN_KEYS}", _unknown_key_message("_unknown_key")),
+            (f"_rank = {UNKNOWN_IN_REBALANCE}", _unknown_key_message("_unknown_rebalanced")),
+            (f"_rank = {PAIR_RANK}", "_pair_problem"),
+            (f"_rank = {UNKNOWN_IN_MOPS}", _unknown_key_message("m.key")),
+        ]
+        + [(f"_rank = {n}", _sql(text)) for n, (_, text) in enumerate(MOP_CHECKS, start=1)]
+    )
+    kind = _first(
+        [
+            ("_rank is not null", str(PROBLEM_ROW)),
+            ("_op_elem and _real", str(OP_ROW)),
+            (
+                "_kept and _mpos = 0",
+                f"case m.f when 'send' then {SEND_ROW} when 'poll' then {POLL_ROW} else {COMMIT_ROW} end",
+            ),
+            ("_mpos > 0 and _pos = 0", str(REBALANCE_ROW)),
+            ("_mpos > 0", str(FROM_ROW)),
+        ]
+    )
+    rows = ranked.selectExpr(
+        "*", f"cast({kind} as int) as _kind", f"case when _rank is not null then {message} end as _message"
+    )
+    route = _first(
+        [
+            (f"_kind = {PROBLEM_ROW}", str(PROBLEM_ROUTE)),
+            (
+                f"_kind = {OP_ROW}",
+                f"case when process = '{NEMESIS}' then {NEMESIS_ROUTE} else -2 - cast(process as bigint) end",
+            ),
+            (f"_kind in ({REBALANCE_ROW}, {FROM_ROW})", "marker_key"),
+        ],
+        "m.key",
+    )
     # Two ops of a process that touch within a nanosecond are the only way a
     # process edge can fail to move forward in time (checkers/cycles.py).
-    tight = (f"case when _cut then prev_type != '{INVOKE}' and time - prev_time <= 1"
-             f" else prev2_type != '{INVOKE}' and prev_time - prev2_time <= 1 end")
+    tight = (
+        f"case when _cut then prev_type != '{INVOKE}' and time - prev_time <= 1"
+        f" else prev2_type != '{INVOKE}' and prev_time - prev2_time <= 1 end"
+    )
     # Key rows carry numbers only (the per-key pass reads nothing else); the
     # op's text and arrays live once, on its op row. Copying them onto every
     # mop row made the table about twice as wide to shuffle and to store.
@@ -512,6 +647,7 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
 
     def on_keys(expression: str, name: str) -> str:
         return f"case when {key_only} then {expression} end as {name}"
+
     type_ = f"case when _cut then '{INFO}' else type end"
     group = "coalesce(`group`, prev_group)"
     return rows.selectExpr(
@@ -520,21 +656,26 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         "index as op",
         "cast(_pos - 1 as int) as mop_index",
         f"case when _kind in ({REBALANCE_ROW}, {FROM_ROW}) then marker_key else m.key end as key",
-        "m.value as value", "m.offset as offset", "m.poll as poll",
-        "m.from[0] as from_key", "m.from[1] as from_value",
+        "m.value as value",
+        "m.offset as offset",
+        "m.poll as poll",
+        "m.from[0] as from_key",
+        "m.from[1] as from_value",
         on_ops("process", "process"),
         f"case when process = '{NEMESIS}' then -1 else cast(process as bigint) end as pid",
         on_ops("f", "f"),
         on_ops(type_, "type"),
-        on_keys(f"case {type_} when '{OK}' then {OK_CODE} when '{FAIL}' then {FAIL_CODE} else {INFO_CODE} end",
-                "tcode"),
+        on_keys(
+            f"case {type_} when '{OK}' then {OK_CODE} when '{FAIL}' then {FAIL_CODE} else {INFO_CODE} end", "tcode"
+        ),
         on_keys(f"f = '{TXN}'", "is_txn"),
         on_ops("case when _cut then index else prev_index end", "invoke_index"),
         "case when _cut then time else prev_time end as invoke_time",
         "case when _cut then cast(null as bigint) else time end as complete_time",
         on_ops("error", "error"),
         on_ops("coalesce(txn_id, prev_txn_id)", "txn_id"),
-        on_ops("producer_id", "producer_id"), on_ops("epoch", "epoch"),
+        on_ops("producer_id", "producer_id"),
+        on_ops("epoch", "epoch"),
         "commit_time",
         on_ops(group, "`group`"),
         f"case when {group} is not null then xxhash64({group}) end as gid",
@@ -543,7 +684,10 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         on_ops("rebalance", "rebalance"),
         on_ops(f"case when process = '{NEMESIS}' then value end", "value_json"),
         on_ops("_cut", "cut_short"),
-        "n_sends", "n_send_keys", "reads", "seg",
+        "n_sends",
+        "n_send_keys",
+        "reads",
+        "seg",
         on_ops("own_init.epoch", "own_epoch"),
         on_ops("own_init.producer_id", "own_producer_id"),
         f"case when _kind in ({OP_ROW}, {PROBLEM_ROW}) then line end as line",
@@ -551,7 +695,8 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
         f"case when _kind = {PROBLEM_ROW} then _message end as problem",
         f"case when _kind = {PROBLEM_ROW} then {CORRUPT} end as text",
         f"case when _kind = {OP_ROW} then {tight} end as _tight",
-        "_pos", "_mpos",
+        "_pos",
+        "_mpos",
     )
 
 
@@ -578,18 +723,26 @@ def _metric_columns() -> list[F.Column]:
         "resets": f"kind = {OP_ROW} and f in ('{ASSIGN}', '{SUBSCRIBE}')",
         "tight": "_tight",
     }
-    return ([F.expr("max(line)").alias("events")]
-            + [F.expr(f"sum(case when {condition} then 1 else 0 end)").alias(name) for name, condition in counts.items()]
-            + [F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
-               F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time")])
+    return (
+        [F.expr("max(line)").alias("events")]
+        + [F.expr(f"sum(case when {condition} then 1 else 0 end)").alias(name) for name, condition in counts.items()]
+        + [
+            F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
+            F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time"),
+        ]
+    )
 
 
 def _first_problem(table: DataFrame, history: Path) -> GregorError:
     """The error for the first bad line: problems of a line itself come
     first (a broken line also breaks pairing after it), then pairing."""
     problems = table.where(F.col("kind") == PROBLEM_ROW)
-    first = (problems.orderBy((F.col("problem_rank") >= PAIR_RANK), "line", "problem_rank", "mop_index")
-             .select("line", "problem", "text").limit(1).collect())
+    first = (
+        problems.orderBy((F.col("problem_rank") >= PAIR_RANK), "line", "problem_rank", "mop_index")
+        .select("line", "problem", "text")
+        .limit(1)
+        .collect()
+    )
     row = first[0]
     problem = diagnose_line(row["text"]) if row["problem"] == "CORRUPT" else row["problem"]
     return GregorError(f"{history} line {row['line']}: {problem}")
@@ -605,22 +758,28 @@ def diagnose_line(text: str) -> str:
         return "not a JSON object"
     integers = ("index", "time", "producer_id", "epoch", "commit_time")
     for name in integers:
-        if name in event and event[name] is not None and (not isinstance(event[name], int) or isinstance(event[name], bool)):
-            return f"\"{name}\" must be an integer, got {json.dumps(event[name])[:40]}"
+        if (
+            name in event
+            and event[name] is not None
+            and (not isinstance(event[name], int) or isinstance(event[name], bool))
+        ):
+            return f'"{name}" must be an integer, got {json.dumps(event[name])[:40]}'
     if "mops" in event and event["mops"] is not None:
         if not isinstance(event["mops"], list):
-            return "\"mops\" must be a list"
+            return '"mops" must be a list'
         for number, mop in enumerate(event["mops"]):
             if not isinstance(mop, dict):
                 return f"mop {number} is not a JSON object"
             for name in ("key", "value", "offset", "poll"):
                 if mop.get(name) is not None and (not isinstance(mop[name], int) or isinstance(mop[name], bool)):
-                    return f"mop {number}: \"{name}\" must be an integer, got {json.dumps(mop[name])[:40]}"
+                    return f'mop {number}: "{name}" must be an integer, got {json.dumps(mop[name])[:40]}'
     for name in ("keys",):
-        if event.get(name) is not None and not (isinstance(event[name], list) and all(isinstance(k, int) for k in event[name])):
-            return f"\"{name}\" must be a list of integer keys"
+        if event.get(name) is not None and not (
+            isinstance(event[name], list) and all(isinstance(k, int) for k in event[name])
+        ):
+            return f'"{name}" must be a list of integer keys'
     if event.get("rebalance") is not None and not isinstance(event["rebalance"], list):
-        return "\"rebalance\" must be a list of {\"type\", \"keys\"}"
+        return '"rebalance" must be a list of {"type", "keys"}'
     return "a field has the wrong type for a history event"
 
 
@@ -631,16 +790,17 @@ def ops_with_mops(spark: SparkSession, source) -> DataFrame:
     paired = paired_events(numbered_events(spark, history, drop_last=torn_tail(history) > 0))
     is_invoke = F.col("type") == INVOKE
     cut = is_invoke & F.col("next_type").isNull()
-    return (paired.where(~is_invoke | cut)
-            .select(
-                F.col("index").alias("op"),
-                F.when(cut, F.col("index")).otherwise(F.col("prev_index")).alias("invoke_index"),
-                "process", "f",
-                F.when(cut, F.lit(INFO)).otherwise(F.col("type")).alias("type"),
-                F.when(cut, F.col("time")).otherwise(F.col("prev_time")).alias("invoke_time"),
-                F.when(cut, F.lit(None).cast("long")).otherwise(F.col("time")).alias("complete_time"),
-                "error",
-                F.coalesce("keys", "prev_keys").alias("keys"),
-                F.when(F.col("process") == NEMESIS, F.col("value")).alias("value_json"),
-                cut.alias("cut_short"),
-                "mops"))
+    return paired.where(~is_invoke | cut).select(
+        F.col("index").alias("op"),
+        F.when(cut, F.col("index")).otherwise(F.col("prev_index")).alias("invoke_index"),
+        "process",
+        "f",
+        F.when(cut, F.lit(INFO)).otherwise(F.col("type")).alias("type"),
+        F.when(cut, F.col("time")).otherwise(F.col("prev_time")).alias("invoke_time"),
+        F.when(cut, F.lit(None).cast("long")).otherwise(F.col("time")).alias("complete_time"),
+        "error",
+        F.coalesce("keys", "prev_keys").alias("keys"),
+        F.when(F.col("process") == NEMESIS, F.col("value")).alias("value_json"),
+        cut.alias("cut_short"),
+        "mops",
+    )

@@ -33,14 +33,21 @@ HEAL_FS = set(HEALS.values())
 def nemesis_ops(t) -> list[dict]:
     """The run's nemesis ops in history order (collected with the main pass's small rows)."""
     from checkers import passes
+
     result = []
     for row in sorted(passes.small(t).get(passes.NEMESIS_TAG, []), key=lambda r: r["a"]):
         try:
             value = json.loads(row["value_json"]) if row["value_json"] else None
         except ValueError:
             value = row["value_json"]
-        result.append({"op": row["a"], "f": row["f"], "value": value,
-                       "time": row["complete_time"] if row["complete_time"] is not None else row["invoke_time"]})
+        result.append(
+            {
+                "op": row["a"],
+                "f": row["f"],
+                "value": value,
+                "time": row["complete_time"] if row["complete_time"] is not None else row["invoke_time"],
+            }
+        )
     return result
 
 
@@ -84,11 +91,15 @@ def _unique(items) -> list:
 
 def label(f: str, value) -> str:
     """A short human label: "kill n2", "partition n1 | n2 n3", "pause client 7"."""
-    base = f[len("start-"):] if f.startswith("start-") else f
+    base = f[len("start-") :] if f.startswith("start-") else f
     parts = [base]
     if isinstance(value, dict) and isinstance(value.get("isolated"), list):
-        parts.append(" | ".join(" ".join(str(n) for n in group) if isinstance(group, list) else str(group)
-                                for group in value["isolated"]))
+        parts.append(
+            " | ".join(
+                " ".join(str(n) for n in group) if isinstance(group, list) else str(group)
+                for group in value["isolated"]
+            )
+        )
     else:
         parts.extend(nodes_of(value))
     clients = clients_of(value)
@@ -114,9 +125,17 @@ def windows(ops: list[dict]) -> list[dict]:
     for op in ops:
         f = op["f"]
         if f in HEALS or (f not in HEAL_FS):
-            window = {"f": f, "label": label(f, op["value"]), "start_s": _s(op["time"]), "stop_s": None,
-                      "start_index": op["op"], "stop_index": None, "value": op["value"],
-                      "_start": op["time"], "_stop": None}
+            window = {
+                "f": f,
+                "label": label(f, op["value"]),
+                "start_s": _s(op["time"]),
+                "stop_s": None,
+                "start_index": op["op"],
+                "stop_index": None,
+                "value": op["value"],
+                "_start": op["time"],
+                "_stop": None,
+            }
             result.append(window)
             if f in HEALS:
                 open_windows.append(window)
@@ -141,9 +160,11 @@ def active(windows_: list[dict], time_ns) -> list[str]:
     """Labels of the faults active at `time_ns` (ns since the test started)."""
     if time_ns is None:
         return []
-    return [w["label"] for w in windows_
-            if w["_start"] is not None and w["_start"] <= time_ns
-            and (w["_stop"] is None or time_ns <= w["_stop"])]
+    return [
+        w["label"]
+        for w in windows_
+        if w["_start"] is not None and w["_start"] <= time_ns and (w["_stop"] is None or time_ns <= w["_stop"])
+    ]
 
 
 def public(windows_: list[dict]) -> list[dict]:

@@ -15,8 +15,15 @@ from pyspark.sql import DataFrame
 from checkers import passes
 from checkers.load import Tables
 
-NAMES = ("poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
-         "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send")
+NAMES = (
+    "poll-skip",
+    "nonmonotonic-poll",
+    "int-poll-skip",
+    "int-nonmonotonic-poll",
+    "nonmonotonic-send",
+    "int-send-skip",
+    "int-nonmonotonic-send",
+)
 
 
 def find(t: Tables) -> DataFrame:

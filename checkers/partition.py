@@ -12,8 +12,15 @@ from pyspark.sql import DataFrame
 from checkers import passes
 from checkers.load import Tables
 
-NAMES = ("inconsistent-offsets", "duplicate", "lost-write", "unseen", "aborted-read",
-         "uncommitted-read", "precommitted-read")
+NAMES = (
+    "inconsistent-offsets",
+    "duplicate",
+    "lost-write",
+    "unseen",
+    "aborted-read",
+    "uncommitted-read",
+    "precommitted-read",
+)
 
 
 def find(t: Tables) -> DataFrame:

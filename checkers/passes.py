@@ -25,38 +25,96 @@ from pyspark.sql import types as T
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
+from checkers.examples import merge_summaries, partition_summary
 from checkers.fetch import table_rows
 from checkers.history import INIT, OK, TXN
-from checkers.examples import merge_summaries, partition_summary
-from checkers.keypass import (ANOMALY, COVER, EOS_POS, EXAMPLE, INFO_NODE, INPUT_COLUMNS, LAG, LATE, NAMED, SPAN, TALLY,
-                              TORN, ZOMBIE_SEND, KeyPass, Params)
-from checkers.load import (COMMIT_ROW, INFO_CODE, KEY_KINDS, NEMESIS_ROUTE, OK_CODE, OP_ROW, POLL_ROW, SEND_ROW,
-                           Tables, free_rows, known_keys, stored_rows)
+from checkers.keypass import (
+    ANOMALY,
+    COVER,
+    EOS_POS,
+    EXAMPLE,
+    INFO_NODE,
+    INPUT_COLUMNS,
+    LAG,
+    LATE,
+    NAMED,
+    SPAN,
+    TALLY,
+    TORN,
+    ZOMBIE_SEND,
+    KeyPass,
+    Params,
+)
+from checkers.load import (
+    COMMIT_ROW,
+    INFO_CODE,
+    KEY_KINDS,
+    NEMESIS_ROUTE,
+    OK_CODE,
+    OP_ROW,
+    POLL_ROW,
+    SEND_ROW,
+    Tables,
+    free_rows,
+    known_keys,
+    stored_rows,
+)
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
 # four numbers whose meaning depends on the tag.
-OUTPUT_SCHEMA = T.StructType([T.StructField("tag", T.IntegerType())]
-                             + [f for f in ANOMALY_SCHEMA.fields if f.name != "cycle"]
-                             + [T.StructField(name, T.LongType()) for name in ("a", "b", "c", "d")])
-_ARROW_SCHEMA = pa.schema([
-    ("tag", pa.int32()), ("name", pa.string()), ("key", pa.int64()), ("value", pa.int64()),
-    ("values", pa.list_(pa.int64())), ("offset", pa.int64()), ("offsets", pa.list_(pa.int64())),
-    ("ops", pa.list_(pa.int64())), ("time", pa.int64()),
-    ("a", pa.int64()), ("b", pa.int64()), ("c", pa.int64()), ("d", pa.int64()),
-])
+OUTPUT_SCHEMA = T.StructType(
+    [T.StructField("tag", T.IntegerType())]
+    + [f for f in ANOMALY_SCHEMA.fields if f.name != "cycle"]
+    + [T.StructField(name, T.LongType()) for name in ("a", "b", "c", "d")]
+)
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("tag", pa.int32()),
+        ("name", pa.string()),
+        ("key", pa.int64()),
+        ("value", pa.int64()),
+        ("values", pa.list_(pa.int64())),
+        ("offset", pa.int64()),
+        ("offsets", pa.list_(pa.int64())),
+        ("ops", pa.list_(pa.int64())),
+        ("time", pa.int64()),
+        ("a", pa.int64()),
+        ("b", pa.int64()),
+        ("c", pa.int64()),
+        ("d", pa.int64()),
+    ]
+)
 LIST_COLUMNS = ("values", "offsets", "ops")
 
 
 def _input_expressions() -> list[str]:
     """The pass's input columns as SQL text: one selectExpr call, where the
     same columns built with F.* took about 700 JVM round trips per pass."""
+
     def filled(name, alias=None):
         return f"coalesce(cast(`{name}` as bigint), {NULL}L) as `{alias or name}`"
-    return ["key", "cast(kind as bigint) as kind", filled("op"), filled("mop_index"), filled("pid"),
-            "cast(is_txn as bigint) as is_txn", "cast(tcode as bigint) as tcode", filled("value"), filled("offset"),
-            filled("from_key"), filled("from_value"), filled("invoke_time"), filled("complete_time"),
-            filled("commit_time"), filled("gid", "group"), filled("seg"), filled("n_sends"), filled("n_send_keys"),
-            "coalesce(cast(reads as bigint), 0L) as reads"]
+
+    return [
+        "key",
+        "cast(kind as bigint) as kind",
+        filled("op"),
+        filled("mop_index"),
+        filled("pid"),
+        "cast(is_txn as bigint) as is_txn",
+        "cast(tcode as bigint) as tcode",
+        filled("value"),
+        filled("offset"),
+        filled("from_key"),
+        filled("from_value"),
+        filled("invoke_time"),
+        filled("complete_time"),
+        filled("commit_time"),
+        filled("gid", "group"),
+        filled("seg"),
+        filled("n_sends"),
+        filled("n_send_keys"),
+        "coalesce(cast(reads as bigint), 0L) as reads",
+    ]
 
 
 INPUT_EXPRESSIONS = _input_expressions()
@@ -80,10 +138,12 @@ def _runner(params: Params):
         del table
         parts = KeyPass(columns, params).run().parts
         if params.examples:
-            parts += partition_summary([part for part in parts if part["tag"][0] == ANOMALY], params.examples,
-                                       (EXAMPLE, TALLY, NAMED))
+            parts += partition_summary(
+                [part for part in parts if part["tag"][0] == ANOMALY], params.examples, (EXAMPLE, TALLY, NAMED)
+            )
         for part in parts:
             yield _batch(part)
+
     return run
 
 
@@ -93,21 +153,22 @@ def _nullable(values: np.ndarray) -> pa.Array:
 
 def _batch(part: dict) -> pa.RecordBatch:
     n = part["n"]
-    arrays = {"tag": pa.array(part["tag"], type=pa.int32()),
-              "name": pa.array([part["name"]] * n, type=pa.string())}
+    arrays = {"tag": pa.array(part["tag"], type=pa.int32()), "name": pa.array([part["name"]] * n, type=pa.string())}
     for column in ("key", "value", "offset", "time", "a", "b", "c", "d"):
         arrays[column] = _nullable(part[column])
     for column in LIST_COLUMNS:
         if column in part["lists"]:
             offsets, flat = part["lists"][column]
-            arrays[column] = pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()),
-                                                      pa.array(flat, type=pa.int64()))
+            arrays[column] = pa.ListArray.from_arrays(
+                pa.array(offsets, type=pa.int32()), pa.array(flat, type=pa.int64())
+            )
         else:
             arrays[column] = pa.nulls(n, type=pa.list_(pa.int64()))
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
 
 
 # ------------------------------------------------------------ the main pass
+
 
 def main(t: Tables) -> DataFrame:
     """The main pass's output, stored by its first job (kept per run in t.cache)."""
@@ -128,7 +189,8 @@ def main_params(t: Tables) -> Params:
             drain_complete=allowed.drain_complete(t.test),
             timeout=stuck_lso_timeout(t.test),
             lag_bucket=lag_bucket_ns(t),
-            cover=cover_bins(t))
+            cover=cover_bins(t),
+        )
     return t.cache["params"]
 
 
@@ -165,6 +227,7 @@ def stuck_lso_timeout(test: dict) -> int | None:
 
 def lag_bucket_ns(t: Tables) -> int:
     from checkers.stats import lag_bucket_seconds
+
     return int(round(lag_bucket_seconds(duration_s(t), len(t.test["keys"])) * 1e9))
 
 
@@ -188,26 +251,49 @@ def cross_key_facts(t: Tables) -> dict:
     parts = []
     if m["info_txn_sends"]:
         info_sends = rows.where((F.col("kind") == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn"))
-        ok_reads = (rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE))
-                    .select("key", "value").distinct())
+        ok_reads = (
+            rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
+        )
         hit = info_sends.join(ok_reads, ["key", "value"], "left_semi").select("op").distinct()
-        parts.append(hit.select(F.lit("read_txn").alias("fact"), F.col("op").alias("a"),
-                                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                                F.lit(None).cast("string").alias("s")))
+        parts.append(
+            hit.select(
+                F.lit("read_txn").alias("fact"),
+                F.col("op").alias("a"),
+                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                F.lit(None).cast("string").alias("s"),
+            )
+        )
     if m["ok_inits"]:
-        parts.append(_fenced(t).select(F.lit("fenced").alias("fact"), F.col("op").alias("a"),
-                                       F.col("init_op").alias("b"), F.col("commit_time").alias("c"),
-                                       F.lit(None).cast("long").alias("d"), F.col("type").alias("s")))
+        parts.append(
+            _fenced(t).select(
+                F.lit("fenced").alias("fact"),
+                F.col("op").alias("a"),
+                F.col("init_op").alias("b"),
+                F.col("commit_time").alias("c"),
+                F.lit(None).cast("long").alias("d"),
+                F.col("type").alias("s"),
+            )
+        )
     if m["derived_sends"] and m["ok_commits"]:
-        committing = (rows.where((F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE)
-                                 & F.col("gid").isNotNull() & F.col("is_txn")).select("gid").distinct())
+        committing = (
+            rows.where(
+                (F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull() & F.col("is_txn")
+            )
+            .select("gid")
+            .distinct()
+        )
         deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("gid").distinct()
         # Key rows carry the group's hash; its name is on the op rows.
         names = rows.where((F.col("kind") == OP_ROW) & F.col("gid").isNotNull()).select("group", "gid").distinct()
         copiers = committing.join(deriving, "gid", "left_semi").join(names, "gid")
-        parts.append(copiers.select(F.lit("copier").alias("fact"), F.col("gid").alias("a"),
-                                    *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                                    F.col("group").alias("s")))
+        parts.append(
+            copiers.select(
+                F.lit("copier").alias("fact"),
+                F.col("gid").alias("a"),
+                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                F.col("group").alias("s"),
+            )
+        )
     facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}
     if not parts:
         return facts
@@ -233,22 +319,36 @@ def _fenced(t: Tables) -> DataFrame:
     completion, else the process's last `ok` init before it.
     """
     ops = t.ops
-    inits = ops.where((F.col("f") == INIT) & (F.col("type") == OK) & F.col("txn_id").isNotNull()
-                      & F.col("epoch").isNotNull())
-    txns = (ops.where((F.col("f") == TXN) & F.col("txn_id").isNotNull() & F.col("commit_time").isNotNull())
-            .withColumn("txn_epoch", F.coalesce("epoch", "own_epoch"))
-            .withColumn("txn_pid", F.coalesce("producer_id", "own_producer_id"))
-            .where(F.col("txn_epoch").isNotNull())
-            .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid"))
-    newer = F.broadcast(inits.select("txn_id", F.col("op").alias("init_op"), F.col("epoch").alias("new_epoch"),
-                                     F.col("producer_id").alias("new_pid"), F.col("complete_time").alias("init_done")))
-    fenced = (txns.join(newer, "txn_id")
-              .where((F.col("new_epoch") > F.col("txn_epoch")) & (F.col("init_done") < F.col("commit_time"))
-                     & (F.col("new_pid").isNull() | F.col("txn_pid").isNull()
-                        | (F.col("new_pid") == F.col("txn_pid")))))
+    inits = ops.where(
+        (F.col("f") == INIT) & (F.col("type") == OK) & F.col("txn_id").isNotNull() & F.col("epoch").isNotNull()
+    )
+    txns = (
+        ops.where((F.col("f") == TXN) & F.col("txn_id").isNotNull() & F.col("commit_time").isNotNull())
+        .withColumn("txn_epoch", F.coalesce("epoch", "own_epoch"))
+        .withColumn("txn_pid", F.coalesce("producer_id", "own_producer_id"))
+        .where(F.col("txn_epoch").isNotNull())
+        .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid")
+    )
+    newer = F.broadcast(
+        inits.select(
+            "txn_id",
+            F.col("op").alias("init_op"),
+            F.col("epoch").alias("new_epoch"),
+            F.col("producer_id").alias("new_pid"),
+            F.col("complete_time").alias("init_done"),
+        )
+    )
+    fenced = txns.join(newer, "txn_id").where(
+        (F.col("new_epoch") > F.col("txn_epoch"))
+        & (F.col("init_done") < F.col("commit_time"))
+        & (F.col("new_pid").isNull() | F.col("txn_pid").isNull() | (F.col("new_pid") == F.col("txn_pid")))
+    )
     first = F.min(F.struct("init_done", "init_op")).alias("first")
-    return (fenced.groupBy("op", "type", "commit_time").agg(first)
-            .select("op", "type", "commit_time", F.col("first.init_op").alias("init_op")))
+    return (
+        fenced.groupBy("op", "type", "commit_time")
+        .agg(first)
+        .select("op", "type", "commit_time", F.col("first.init_op").alias("init_op"))
+    )
 
 
 def anomalies(frame: DataFrame, names=None) -> DataFrame:
@@ -256,8 +356,12 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
     rows = frame.where(F.col("tag") == ANOMALY)
     if names is not None:
         rows = rows.where(F.col("name").isin(*names))
-    return rows.select(*[F.col(f.name).cast(f.dataType) if f.name in frame.columns
-                         else F.lit(None).cast(f.dataType).alias(f.name) for f in ANOMALY_SCHEMA.fields])
+    return rows.select(
+        *[
+            F.col(f.name).cast(f.dataType) if f.name in frame.columns else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in ANOMALY_SCHEMA.fields
+        ]
+    )
 
 
 # ------------------------------------------------------------ what comes back to the driver
@@ -265,13 +369,20 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # Output tags small enough to bring back whole (the rest stay in Spark).
 SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG, COVER)
 NEMESIS_TAG = -1
-NAMED_TAG = NAMED   # per key an anomaly names: the lowest offset named on it
+NAMED_TAG = NAMED  # per key an anomaly names: the lowest offset named on it
 
 
 def example_order() -> list[F.Column]:
     """Examples are the earliest anomalies: by time (nulls last), then key, value, offset, ..."""
-    return [F.col("time").asc_nulls_last(), F.col("key"), F.col("value"), F.col("offset"),
-            F.col("offsets"), F.col("values"), F.col("ops")]
+    return [
+        F.col("time").asc_nulls_last(),
+        F.col("key"),
+        F.col("value"),
+        F.col("offset"),
+        F.col("offsets"),
+        F.col("values"),
+        F.col("ops"),
+    ]
 
 
 def small(t: Tables) -> dict:
@@ -296,10 +407,16 @@ def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
     out = main(t)
     padding = [F.lit(None).cast(t_).alias(n) for n, t_ in NEMESIS_COLUMNS]
     mine = out.where(F.col("tag").isin(*SMALL_TAGS, EXAMPLE, TALLY, NAMED)).select("*", *padding)
-    nemesis = (t.rows.where((F.col("kind") == OP_ROW) & (F.col("route") == NEMESIS_ROUTE))
-               .select(F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS]))
-    nemesis = nemesis.select(*[F.col(c) if c in nemesis.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
-                               for c in OUTPUT_SCHEMA.names], *[F.col(n) for n, _ in NEMESIS_COLUMNS])
+    nemesis = t.rows.where((F.col("kind") == OP_ROW) & (F.col("route") == NEMESIS_ROUTE)).select(
+        F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS]
+    )
+    nemesis = nemesis.select(
+        *[
+            F.col(c) if c in nemesis.columns else F.lit(None).cast(OUTPUT_SCHEMA[c].dataType).alias(c)
+            for c in OUTPUT_SCHEMA.names
+        ],
+        *[F.col(n) for n, _ in NEMESIS_COLUMNS],
+    )
     table = mine.unionByName(nemesis).toArrow()
     is_cover = pc.equal(table.column("tag"), COVER)
     rows = table_rows(table.filter(pc.invert(is_cover))) + table_rows(table.filter(is_cover), ("values",))
@@ -312,5 +429,10 @@ def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
     return counts, examples
 
 
-NEMESIS_COLUMNS = (("f", "string"), ("type", "string"), ("invoke_time", "long"), ("complete_time", "long"),
-                   ("value_json", "string"))
+NEMESIS_COLUMNS = (
+    ("f", "string"),
+    ("type", "string"),
+    ("invoke_time", "long"),
+    ("complete_time", "long"),
+    ("value_json", "string"),
+)

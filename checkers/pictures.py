@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from checkers import passes
-from checkers.keypass import PICTURE, Params
+from checkers.keypass import Params
 from checkers.load import Tables
 
 MAX_OFFSETS = 2000
@@ -26,11 +26,15 @@ def partitions(t: Tables, named: dict, max_offsets: int = MAX_OFFSETS) -> dict:
         return {}
     keys = sorted(named)
     with_offset = [(k, o) for k, o in sorted(named.items()) if o is not None]
-    params = Params(mode="picture", read_txns=passes.main_params(t).read_txns,
-                    picture_keys=np.array(keys, dtype=np.int64),
-                    named_keys=np.array([k for k, _ in with_offset], dtype=np.int64),
-                    named_offsets=np.array([o for _, o in with_offset], dtype=np.int64),
-                    max_offsets=max_offsets, margin=MARGIN)
+    params = Params(
+        mode="picture",
+        read_txns=passes.main_params(t).read_txns,
+        picture_keys=np.array(keys, dtype=np.int64),
+        named_keys=np.array([k for k, _ in with_offset], dtype=np.int64),
+        named_offsets=np.array([o for _, o in with_offset], dtype=np.int64),
+        max_offsets=max_offsets,
+        margin=MARGIN,
+    )
     rows = passes.key_pass(t, params, keys).select("key", "offset", "value", "a", "b", "c").collect()
     totals = {r["key"]: r["b"] for r in rows if r["a"] == -1}
     offsets: dict = {}
@@ -44,8 +48,9 @@ def partitions(t: Tables, named: dict, max_offsets: int = MAX_OFFSETS) -> dict:
     result: dict = {}
     for (key, offset), entry in sorted(offsets.items(), key=lambda item: (item[0][0], item[1]["index"])):
         topic, partition = (t.test["keys"].get(str(key)) or [None, None])[:2]
-        picture = result.setdefault(str(key), {"topic": topic, "partition": partition, "truncated": False,
-                                               "offsets": []})
+        picture = result.setdefault(
+            str(key), {"topic": topic, "partition": partition, "truncated": False, "offsets": []}
+        )
         values = sorted(entry["values"])
         if len(values) > 1:
             status = "inconsistent"

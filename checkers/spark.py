@@ -105,8 +105,12 @@ def session_conf(spark, key: str, value: str):
             spark.conf.set(key, before)
 
 
-def get_spark(master: str | None = None, conf: Mapping[str, str] | None = None,
-              history_bytes: int | None = None, fast_start: bool = True):
+def get_spark(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    history_bytes: int | None = None,
+    fast_start: bool = True,
+):
     """Returns a (possibly already running) SparkSession with Gregor's defaults.
 
     ``master`` falls back to $GREGOR_SPARK_MASTER, then local[2]. ``conf``
@@ -172,6 +176,7 @@ def prestart_python_workers(spark) -> threading.Thread | None:
             spark.range(0, slots, numPartitions=slots).mapInArrow(_import_pass, "id long").collect()
         except Exception:  # a session stopped meanwhile: the pass itself will say what is wrong
             pass
+
     thread = threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True)
     thread.start()
     return thread

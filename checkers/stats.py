@@ -45,7 +45,7 @@ def bucket_seconds(duration_s: float, max_buckets: int = MAX_BUCKETS) -> float:
     exponent = math.floor(math.log10(target))
     for exp in (exponent, exponent + 1):
         for step in NICE_STEPS:
-            size = step * 10.0 ** exp
+            size = step * 10.0**exp
             if size >= target:
                 return round(size, 6)
     return round(10.0 ** (exponent + 1), 6)
@@ -64,20 +64,32 @@ def compute_stats(t: Tables) -> dict:
     """Returns results.json `stats` for the loaded run."""
     m = t.metrics
     duration_s = passes.duration_s(t)
-    stats = {"ops": m["ops"], "ok": m["ok"], "info": m["info"], "fail": m["fail"],
-             "events": m["events"], "duration_s": round(duration_s, 3)}
+    stats = {
+        "ops": m["ops"],
+        "ok": m["ok"],
+        "info": m["info"],
+        "fail": m["fail"],
+        "events": m["events"],
+        "duration_s": round(duration_s, 3),
+    }
     bucket_s = bucket_seconds(duration_s)
     bucket_ns = int(round(bucket_s * 1e9))
     ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     latency = (F.col("complete_time") - F.col("invoke_time")).alias("latency")
     bucket = F.floor(F.col("complete_time") / F.lit(bucket_ns)).cast("long").alias("bucket")
     with session_conf(t.spark, *HASH_GROUPS_CONF):
-        grouped = (ops.select("f", "type", latency, bucket)
-                   .groupingSets([["f", "type"], ["bucket", "f", "type"]], "bucket", "f", "type")
-                   .agg(F.count(F.lit(1)).alias("all"), F.count("latency").alias("count"),
-                        F.percentile_approx("latency", QUANTILES, ACCURACY).alias("q"), F.max("latency").alias("max"),
-                        F.grouping("bucket").alias("overall"))
-                   .collect())
+        grouped = (
+            ops.select("f", "type", latency, bucket)
+            .groupingSets([["f", "type"], ["bucket", "f", "type"]], "bucket", "f", "type")
+            .agg(
+                F.count(F.lit(1)).alias("all"),
+                F.count("latency").alias("count"),
+                F.percentile_approx("latency", QUANTILES, ACCURACY).alias("q"),
+                F.max("latency").alias("max"),
+                F.grouping("bucket").alias("overall"),
+            )
+            .collect()
+        )
     by_f: dict[str, dict[str, int]] = {}
     latency_rows, series = [], []
     for r in grouped:
@@ -89,15 +101,36 @@ def compute_stats(t: Tables) -> dict:
             series.append(r)
     stats["by_f"] = dict(sorted(by_f.items()))
     stats["latency"] = [
-        {"f": r["f"], "type": r["type"], "count": int(r["count"]),
-         "p50_ms": _ms(r["q"][0]), "p90_ms": _ms(r["q"][1]), "p99_ms": _ms(r["q"][2]), "max_ms": _ms(r["max"])}
-        for r in sorted(latency_rows, key=lambda r: (r["f"], r["type"]))]
-    stats["timeseries"] = {"bucket_s": bucket_s, "rows": [
-        {"t": round(r["bucket"] * bucket_s, 6), "f": r["f"], "type": r["type"], "count": int(r["count"]),
-         "p50_ms": _ms(r["q"][0]), "p99_ms": _ms(r["q"][2]), "max_ms": _ms(r["max"])}
-        for r in sorted(series, key=lambda r: (r["bucket"], r["f"], r["type"]))]}
+        {
+            "f": r["f"],
+            "type": r["type"],
+            "count": int(r["count"]),
+            "p50_ms": _ms(r["q"][0]),
+            "p90_ms": _ms(r["q"][1]),
+            "p99_ms": _ms(r["q"][2]),
+            "max_ms": _ms(r["max"]),
+        }
+        for r in sorted(latency_rows, key=lambda r: (r["f"], r["type"]))
+    ]
+    stats["timeseries"] = {
+        "bucket_s": bucket_s,
+        "rows": [
+            {
+                "t": round(r["bucket"] * bucket_s, 6),
+                "f": r["f"],
+                "type": r["type"],
+                "count": int(r["count"]),
+                "p50_ms": _ms(r["q"][0]),
+                "p99_ms": _ms(r["q"][2]),
+                "max_ms": _ms(r["max"]),
+            }
+            for r in sorted(series, key=lambda r: (r["bucket"], r["f"], r["type"]))
+        ],
+    }
     lag_s = lag_bucket_seconds(duration_s, len(t.test["keys"]))
     lag = sorted((r["a"], r["key"], r["b"]) for r in passes.small(t).get(LAG, []))
-    stats["lag"] = {"bucket_s": lag_s, "rows": [
-        {"t": round(b * lag_s, 6), "key": int(k), "lag_ms": _ms(v)} for b, k, v in lag]}
+    stats["lag"] = {
+        "bucket_s": lag_s,
+        "rows": [{"t": round(b * lag_s, 6), "key": int(k), "lag_ms": _ms(v)} for b, k, v in lag],
+    }
     return stats

@@ -41,8 +41,19 @@ def torn_transactions(t: Tables) -> list[tuple]:
     for row in unread:
         values = read_values.get(row["a"])
         if values:
-            rows.append(("torn-transaction", row["key"], row["value"], sorted(values), row["offset"], None,
-                         [row["a"]], row["time"], None))
+            rows.append(
+                (
+                    "torn-transaction",
+                    row["key"],
+                    row["value"],
+                    sorted(values),
+                    row["offset"],
+                    None,
+                    [row["a"]],
+                    row["time"],
+                    None,
+                )
+            )
     return rows
 
 
@@ -50,8 +61,11 @@ def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read."""
     rows = t.rows
     sends = rows.where(F.col("kind") == SEND_ROW)
-    sends = (sends.where(F.col("op").isin(ops)) if len(ops) <= 200 else
-             sends.join(F.broadcast(t.spark.createDataFrame([(op,) for op in ops], "op long")), "op", "left_semi"))
+    sends = (
+        sends.where(F.col("op").isin(ops))
+        if len(ops) <= 200
+        else sends.join(F.broadcast(t.spark.createDataFrame([(op,) for op in ops], "op long")), "op", "left_semi")
+    )
     reads = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
     found: dict = {}
     for row in sends.select("op", "key", "value").join(reads, ["key", "value"], "left_semi").collect():
@@ -75,8 +89,19 @@ def zombie_writes(t: Tables) -> list[tuple]:
         if not mine or not (zombie["type"] == OK or any(not unread for unread, *_ in mine)):
             continue
         _, _, key, value, offset = mine[0]
-        rows.append(("zombie-write", key, value, [s[3] for s in mine], offset, None,
-                     [zombie["op"], zombie["init_op"]], zombie["commit_time"], None))
+        rows.append(
+            (
+                "zombie-write",
+                key,
+                value,
+                [s[3] for s in mine],
+                offset,
+                None,
+                [zombie["op"], zombie["init_op"]],
+                zombie["commit_time"],
+                None,
+            )
+        )
     return rows
 
 

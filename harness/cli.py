@@ -16,11 +16,11 @@ import sys
 from harness.errors import GregorError
 
 COMMAND_MODULES = (
-    "harness.controller.lab_cli",   # lab up/status/down, kafka install, demo
-    "harness.controller.run_cli",   # run
+    "harness.controller.lab_cli",  # lab up/status/down, kafka install, demo
+    "harness.controller.run_cli",  # run
     "harness.controller.scenarios",  # scenarios: the guarantee catalogue
-    "checkers.cli",                 # check, export, import
-    "reports.cli",                  # report
+    "checkers.cli",  # check, export, import
+    "reports.cli",  # report
 )
 
 

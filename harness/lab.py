@@ -99,6 +99,7 @@ class Lab:
 
     def admin(self, timeout: float = 10):
         from harness.systems.admin import KafkaAdmin
+
         return KafkaAdmin(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
 
     def node_faults(self) -> frozenset[str]:
@@ -110,6 +111,7 @@ class Lab:
         servers, and what the brokers advertised when the lab came up), so that
         a client cut works also for a cluster with no node of ours."""
         import socket
+
         hosts = [server.rpartition(":")[0].strip("[]") for server in self.bootstrap_servers.split(",")]
         hosts += self._state["system"].get("broker_hosts", [])
         found: list[str] = []
@@ -126,6 +128,7 @@ class Lab:
         """What the brokers say they are and serve (ApiVersions, cluster id,
         broker ids), asked now: harness/systems/capabilities.py."""
         from harness.systems.capabilities import probe
+
         return probe(self.bootstrap_servers, timeout=timeout, client_config=self.client_config)
 
     def roles(self):
@@ -137,11 +140,15 @@ class Lab:
         may add what a reader must know, e.g. the SSH backend's hosts and how
         their keys were checked)."""
         extra = getattr(self.backend, "describe", None)
-        found = {"backend": self.backend.name, **(extra(self._state["backend"]) if extra else {}),
-                 **self.system.describe()}
+        found = {
+            "backend": self.backend.name,
+            **(extra(self._state["backend"]) if extra else {}),
+            **self.system.describe(),
+        }
         if self.storage == "powerfs":
             found["power"] = "data on powerfs: a power cut loses what was never fsynced"
         return found
+
     # --- storage --------------------------------------------------------------------------
     @property
     def storage(self) -> str:
@@ -151,8 +158,9 @@ class Lab:
         """The directory of the node's durable state, as the system says."""
         where = getattr(self.system, "data_dir", None)
         if where is None:
-            raise GregorError(f"the {self.system.name} system does not say where its data lives, "
-                              "so its nodes cannot lose power")
+            raise GregorError(
+                f"the {self.system.name} system does not say where its data lives, so its nodes cannot lose power"
+            )
         return where(node)
 
     def start_node(self, name: str) -> None:
@@ -165,12 +173,22 @@ class Lab:
 
     # --- lifecycle ------------------------------------------------------------------------
     @classmethod
-    def up(cls, nodes: int = 3, version: str | None = None, broker_overrides: dict | None = None,
-           name: str | None = None, progress: Callable[[str], None] | None = print,
-           jvm_opts: list[str] | None = None, timeout: float = 120, backend: str = "local",
-           system: str = "kafka", backend_options: dict | None = None,
-           system_options: dict | None = None, client_config: dict | None = None,
-           storage: str = "disk") -> "Lab":
+    def up(
+        cls,
+        nodes: int = 3,
+        version: str | None = None,
+        broker_overrides: dict | None = None,
+        name: str | None = None,
+        progress: Callable[[str], None] | None = print,
+        jvm_opts: list[str] | None = None,
+        timeout: float = 120,
+        backend: str = "local",
+        system: str = "kafka",
+        backend_options: dict | None = None,
+        system_options: dict | None = None,
+        client_config: dict | None = None,
+        storage: str = "disk",
+    ) -> "Lab":
         """Provisions the nodes, deploys the system, starts it, waits until healthy.
 
         `nodes` counts brokers; the system says which nodes that takes
@@ -187,28 +205,35 @@ class Lab:
             raise GregorError(f"node count must be at most {MAX_NODES}, got {nodes}")
         chosen = registry.backend(backend, **(backend_options or {}))
         the_system = registry.system_class(system)(version, broker_overrides, jvm_opts, system_options)
-        the_system.client_config = dict(client_config or {})   # for a system that asks the cluster first
+        the_system.client_config = dict(client_config or {})  # for a system that asks the cluster first
         check_storage(storage, chosen)
         chosen.check()
         _refuse_running(name, chosen)
         the_system.install(progress)
-        state = {"name": name, "backend": {"name": backend, "options": dict(backend_options or {})},
-                 "system": {"name": system, "version": the_system.version}, "brokers": nodes, "up_seconds": None,
-                 "storage": storage}
+        state = {
+            "name": name,
+            "backend": {"name": backend, "options": dict(backend_options or {})},
+            "system": {"name": system, "version": the_system.version},
+            "brokers": nodes,
+            "up_seconds": None,
+            "storage": storage,
+        }
         _write_state(state)
         try:
             state["backend"].update(chosen.provision(name, the_system.node_names(nodes), progress))
             _write_state(state)
             the_nodes = chosen.nodes(name, state["backend"])
-            the_system.deploy(name, the_nodes, progress,
-                              controller_address=chosen.controller_address(name, state["backend"]))
+            the_system.deploy(
+                name, the_nodes, progress, controller_address=chosen.controller_address(name, state["backend"])
+            )
             state["system"] = the_system.state()
             _write_state(state)
             lab = cls(state, client_config)
             if lab.nodes:
-                progress(f"lab {name}: starting {the_system.name} {the_system.version} on "
-                         f"{', '.join(n.name for n in lab.nodes)}"
-                         + (" (data on powerfs)" if storage == "powerfs" else ""))
+                progress(
+                    f"lab {name}: starting {the_system.name} {the_system.version} on "
+                    f"{', '.join(n.name for n in lab.nodes)}" + (" (data on powerfs)" if storage == "powerfs" else "")
+                )
             for node in lab.nodes:
                 lab.start_node(node.name)
             elapsed = lab.wait_healthy(timeout=timeout, progress=progress, since=started)
@@ -222,8 +247,7 @@ class Lab:
             raise
 
     @classmethod
-    def attach(cls, name: str | None = None, backend: str = "local",
-               client_config: dict | None = None) -> "Lab":
+    def attach(cls, name: str | None = None, backend: str = "local", client_config: dict | None = None) -> "Lab":
         """The running lab named `name`, from its state file."""
         name = lab_name(name, backend)
         state = read_state(name)
@@ -232,8 +256,13 @@ class Lab:
         return cls(state, client_config)
 
     @classmethod
-    def down(cls, name: str | None = None, progress: Callable[[str], None] | None = print,
-             backend: str | None = None, backend_options: dict | None = None) -> None:
+    def down(
+        cls,
+        name: str | None = None,
+        progress: Callable[[str], None] | None = print,
+        backend: str | None = None,
+        backend_options: dict | None = None,
+    ) -> None:
         """Removes every trace of the lab; safe to repeat, works after a crash.
 
         Without a state file the lab is looked for by name on `backend`, or on
@@ -263,8 +292,13 @@ class Lab:
             progress(f"lab {name}: nothing to remove")
 
     # --- health and status ------------------------------------------------------------
-    def wait_healthy(self, topics: list[str] | None = None, timeout: float = 60,
-                     progress: Callable[[str], None] | None = None, since: float | None = None) -> float:
+    def wait_healthy(
+        self,
+        topics: list[str] | None = None,
+        timeout: float = 60,
+        progress: Callable[[str], None] | None = None,
+        since: float | None = None,
+    ) -> float:
         """Waits until every partition has a leader (and, where the system
         replicates, a full ISR) in every broker's view; returns seconds taken.
 
@@ -282,8 +316,10 @@ class Lab:
             dead = [n.name for n in self.nodes if n.state() == "dead"]
             if dead and not created:
                 saved = _save_logs(self._state)
-                raise GregorError(f"the system on {', '.join(dead)} exited during startup; its log is kept in "
-                                  f"{saved / (dead[0] + '.log')}")
+                raise GregorError(
+                    f"the system on {', '.join(dead)} exited during startup; its log is kept in "
+                    f"{saved / (dead[0] + '.log')}"
+                )
             try:
                 if not created:
                     admin.create_topic(HEALTH_TOPIC, partitions=max(1, len(self.nodes)), replication_factor=rf)
@@ -292,8 +328,10 @@ class Lab:
                 if not bad:
                     elapsed = time.monotonic() - since
                     if progress:
-                        progress(f"lab {self.name}: healthy after {elapsed:.1f} s (every partition of "
-                                 f"{', '.join(topics)} has a leader and {rf} in-sync replicas)")
+                        progress(
+                            f"lab {self.name}: healthy after {elapsed:.1f} s (every partition of "
+                            f"{', '.join(topics)} has a leader and {rf} in-sync replicas)"
+                        )
                     return elapsed
                 last = "; ".join(bad[:3])
             except GregorError as error:
@@ -305,15 +343,28 @@ class Lab:
     def status(self) -> dict:
         """Nodes, addresses, process states, roles and partition leaders."""
         result = {
-            "name": self.name, "backend": self.backend.name, "system": self.system.name,
-            "version": self.version, "bootstrap_servers": self.bootstrap_servers,
-            "nodes": [{"name": n.name, "address": n.address, "pid": n.pid() if n.service else None,
-                       "state": n.state() if n.service else "not ours",
-                       "log": n.service.log if n.service else None} for n in self.nodes],
+            "name": self.name,
+            "backend": self.backend.name,
+            "system": self.system.name,
+            "version": self.version,
+            "bootstrap_servers": self.bootstrap_servers,
+            "nodes": [
+                {
+                    "name": n.name,
+                    "address": n.address,
+                    "pid": n.pid() if n.service else None,
+                    "state": n.state() if n.service else "not ours",
+                    "log": n.service.log if n.service else None,
+                }
+                for n in self.nodes
+            ],
             "clients": dict(self._state["backend"].get("clients", {})),
-            "controller": None, "leaders": {}, "errors": [],
+            "controller": None,
+            "leaders": {},
+            "errors": [],
         }
         from harness.protocols import RoleUnavailable
+
         try:
             result["controller"] = self.roles().controller()
         except RoleUnavailable as why:
@@ -325,13 +376,15 @@ class Lab:
             for topic in admin.topics():
                 result["leaders"][topic] = {
                     pid: {**part, "leader_node": self._node_name(part["leader"])}
-                    for pid, part in admin.partitions(topic).items()}
+                    for pid, part in admin.partitions(topic).items()
+                }
         except Exception as error:  # noqa: BLE001 - status reports what it could not learn
             result["errors"].append(f"metadata: {error}")
         return result
 
     def _node_name(self, broker_id: int) -> str | None:
         from harness.protocols import RoleUnavailable
+
         try:
             return self.system.node_of(broker_id) if broker_id >= 0 else None
         except (GregorError, RoleUnavailable):
@@ -355,8 +408,10 @@ class Lab:
 
     def client_places(self) -> list[ClientPlace]:
         self._reload()
-        return [self.backend.client_place(self.name, self._state["backend"], name)
-                for name in sorted(self._state["backend"].get("clients", {}))]
+        return [
+            self.backend.client_place(self.name, self._state["backend"], name)
+            for name in sorted(self._state["backend"].get("clients", {}))
+        ]
 
     def remove_client_place(self, name: str) -> None:
         self._reload()
@@ -369,7 +424,7 @@ class Lab:
         for node in self.nodes:
             node.heal_network()
             node.clear_netem()
-            if node.service is None:   # a host of a cluster Gregor did not start: its processes are not ours
+            if node.service is None:  # a host of a cluster Gregor did not start: its processes are not ours
                 continue
             state = node.state()
             if state == "paused":
@@ -401,11 +456,14 @@ class Lab:
 def check_storage(storage: str, backend) -> None:
     """powerfs needs a backend that can cut power (Backend.faults lists power-loss)."""
     from harness.protocols import POWER_LOSS
+
     if storage not in STORAGES:
         raise GregorError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
     if storage == "powerfs" and POWER_LOSS not in backend.faults:
-        raise GregorError(f"the {backend.name} backend cannot serve a node's data from powerfs, so it "
-                          "cannot cut power; use --backend local")
+        raise GregorError(
+            f"the {backend.name} backend cannot serve a node's data from powerfs, so it "
+            "cannot cut power; use --backend local"
+        )
 
 
 def _write_state(state: dict) -> None:
@@ -435,6 +493,5 @@ def _refuse_running(name: str, backend) -> None:
         return
     shape = ""
     if state:
-        shape = (f" ({state['backend']['name']} backend, {state['system'].get('name')} "
-                 f"{state['system'].get('version')})")
+        shape = f" ({state['backend']['name']} backend, {state['system'].get('name')} {state['system'].get('version')})"
     raise GregorError(f"lab {name!r} is already up{shape}; run: gregor lab down --lab {name} (or use another --lab)")

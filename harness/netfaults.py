@@ -21,10 +21,10 @@ from harness.nfqueue_netem import DUPLICATE_MARK, Impairment
 CHAIN_IN = "GREGOR-IN"
 CHAIN_OUT = "GREGOR-OUT"
 CHAIN_NETEM = "GREGOR-NETEM"
-EMULATOR_QUEUE = 7   # NFQUEUE number of the emulator (queues are per network namespace)
+EMULATOR_QUEUE = 7  # NFQUEUE number of the emulator (queues are per network namespace)
 
 NETEM_QDISC = "tc netem qdisc"
-NETEM_EMULATED = "userspace emulation (NFQUEUE)"   # the history's `applied_by` words (docs/HISTORY.md)
+NETEM_EMULATED = "userspace emulation (NFQUEUE)"  # the history's `applied_by` words (docs/HISTORY.md)
 
 
 def _iptables(node, *args: str, check: bool = True):
@@ -45,7 +45,7 @@ def drop(node, direction: str, addresses, port: int | None = None) -> None:
     chain, flag = (CHAIN_IN, "-s") if direction == "in" else (CHAIN_OUT, "-d")
     only = [] if port is None else ["-p", "tcp", "--dport", str(int(port))]
     for address in addresses:
-        ipaddress.ip_address(address)   # refuse anything that is not an address
+        ipaddress.ip_address(address)  # refuse anything that is not an address
         rule = [chain, flag, str(address), *only, "-j", "DROP"]
         if _iptables(node, "-C", *rule, check=False).returncode != 0:
             _iptables(node, "-A", *rule)
@@ -92,20 +92,20 @@ def parse_netem(spec: str):
         if not word.endswith(unit):
             raise GregorError(f"netem spec {spec!r}: {what} needs a value in {unit}, got {word!r}")
         try:
-            return float(word[:-len(unit)])
+            return float(word[: -len(unit)])
         except ValueError:
             raise GregorError(f"netem spec {spec!r}: {what} value {word!r} is not a number") from None
 
     index = 0
     while index < len(words):
-        word, rest = words[index], words[index + 1:]
+        word, rest = words[index], words[index + 1 :]
         if word == "delay" and rest:
             fields["delay_ms"] = number(rest[0], "ms", "delay")
             index += 2
             if index < len(words) and words[index].endswith("ms"):
                 fields["jitter_ms"] = number(words[index], "ms", "jitter")
                 index += 1
-            if words[index:index + 2] == ["distribution", "normal"]:
+            if words[index : index + 2] == ["distribution", "normal"]:
                 index += 2
         elif word in ("loss", "duplicate", "reorder") and rest:
             fields[f"{word}_pct"] = number(rest[0], "%", word)
@@ -116,8 +116,10 @@ def parse_netem(spec: str):
             rate = rest[0]
             index += 2
         else:
-            raise GregorError(f"netem spec {spec!r}: cannot emulate {word!r} without the netem qdisc; "
-                              "use delay Xms [Yms], loss P%, duplicate P%, reorder P%, rate R")
+            raise GregorError(
+                f"netem spec {spec!r}: cannot emulate {word!r} without the netem qdisc; "
+                "use delay Xms [Yms], loss P%, duplicate P%, reorder P%, rate R"
+            )
     return Impairment(**fields), rate
 
 
@@ -128,14 +130,58 @@ def _emulate(node, device: str, spec: str, tag: str) -> None:
         _iptables(node, "-I", "OUTPUT", "1", "-j", CHAIN_NETEM)
     if impairment.delay_ms or impairment.duplicate_pct or impairment.reorder_pct:
         _start_emulator(node, device, impairment, tag)
-        _iptables(node, "-A", CHAIN_NETEM, "-o", device, "-m", "mark", "!", "--mark", str(DUPLICATE_MARK),
-                  "-j", "NFQUEUE", "--queue-num", str(EMULATOR_QUEUE), "--queue-bypass")
+        _iptables(
+            node,
+            "-A",
+            CHAIN_NETEM,
+            "-o",
+            device,
+            "-m",
+            "mark",
+            "!",
+            "--mark",
+            str(DUPLICATE_MARK),
+            "-j",
+            "NFQUEUE",
+            "--queue-num",
+            str(EMULATOR_QUEUE),
+            "--queue-bypass",
+        )
     elif impairment.loss_pct:
-        _iptables(node, "-A", CHAIN_NETEM, "-o", device, "-m", "statistic", "--mode", "random",
-                  "--probability", f"{impairment.loss_pct / 100:.4f}", "-j", "DROP")
+        _iptables(
+            node,
+            "-A",
+            CHAIN_NETEM,
+            "-o",
+            device,
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            f"{impairment.loss_pct / 100:.4f}",
+            "-j",
+            "DROP",
+        )
     if rate is not None:
-        result = node.exec(["tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", rate,
-                            "burst", "32kbit", "latency", "400ms"], check=False)
+        result = node.exec(
+            [
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                device,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "32kbit",
+                "latency",
+                "400ms",
+            ],
+            check=False,
+        )
         if result.returncode != 0:
             raise GregorError(f"{node.name}: tc rejected rate {rate!r}: {(result.stderr or '').strip()}")
 
@@ -150,8 +196,18 @@ def _start_emulator(node, device: str, impairment, tag: str) -> None:
     by a pid file, so a crashed harness's emulator is found too."""
     log, pid_file = _emulator_paths(node, tag)
     node.exec(["rm", "-f", log], check=False)
-    argv = [*node.tool("nfqueue_netem.py"), "--tag", tag, "--device", device,
-            "--queue", str(EMULATOR_QUEUE), "--seed", str(zlib.crc32(tag.encode())), *impairment.args()]
+    argv = [
+        *node.tool("nfqueue_netem.py"),
+        "--tag",
+        tag,
+        "--device",
+        device,
+        "--queue",
+        str(EMULATOR_QUEUE),
+        "--seed",
+        str(zlib.crc32(tag.encode())),
+        *impairment.args(),
+    ]
     node.spawn(argv, log=log, pid_file=pid_file)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -168,8 +224,7 @@ def _start_emulator(node, device: str, impairment, tag: str) -> None:
 
 def stop_emulators(node, tag: str, prefix: bool = False) -> None:
     """Ends the node's emulators serving `tag` (prefix: every tag starting with it)."""
-    node.exec([*node.tool("nfqueue_netem.py"), "--stop", "--tag", tag, *(["--prefix"] if prefix else [])],
-              check=False)
+    node.exec([*node.tool("nfqueue_netem.py"), "--stop", "--tag", tag, *(["--prefix"] if prefix else [])], check=False)
 
 
 def clear_netem(node, device: str, tag: str) -> None:

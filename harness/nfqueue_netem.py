@@ -69,9 +69,18 @@ class Impairment:
     reorder_pct: float = 0.0
 
     def args(self) -> list[str]:
-        return ["--delay-ms", f"{self.delay_ms:g}", "--jitter-ms", f"{self.jitter_ms:g}",
-                "--loss-pct", f"{self.loss_pct:g}", "--duplicate-pct", f"{self.duplicate_pct:g}",
-                "--reorder-pct", f"{self.reorder_pct:g}"]
+        return [
+            "--delay-ms",
+            f"{self.delay_ms:g}",
+            "--jitter-ms",
+            f"{self.jitter_ms:g}",
+            "--loss-pct",
+            f"{self.loss_pct:g}",
+            "--duplicate-pct",
+            f"{self.duplicate_pct:g}",
+            "--reorder-pct",
+            f"{self.reorder_pct:g}",
+        ]
 
 
 def hold_seconds(impairment: Impairment, rng: random.Random) -> float:
@@ -87,6 +96,7 @@ def hold_seconds(impairment: Impairment, rng: random.Random) -> float:
 
 # --- nfnetlink messages ------------------------------------------------------
 
+
 def _attr(kind: int, payload: bytes) -> bytes:
     length = 4 + len(payload)
     return struct.pack("=HH", length, kind) + payload + b"\0" * (-length % 4)
@@ -99,18 +109,27 @@ def _message(msg: int, queue: int, attrs: bytes, seq: int = 0, flags: int = NLM_
 
 def bind_message(queue: int, seq: int = 1) -> bytes:
     """Asks for an acknowledgement, so a refused bind fails at start, not later."""
-    return _message(NFQNL_MSG_CONFIG, queue, _attr(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)),
-                    seq, NLM_F_REQUEST | NLM_F_ACK)
+    return _message(
+        NFQNL_MSG_CONFIG,
+        queue,
+        _attr(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)),
+        seq,
+        NLM_F_REQUEST | NLM_F_ACK,
+    )
 
 
 def params_message(queue: int, seq: int = 2) -> bytes:
     """Copy whole packets (duplicates need the bytes), a long queue, fail open."""
-    return _message(NFQNL_MSG_CONFIG, queue,
-                    _attr(NFQA_CFG_PARAMS, struct.pack("!IB", 0xFFFF, NFQNL_COPY_PACKET))
-                    + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", QUEUE_MAXLEN))
-                    + _attr(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_FAIL_OPEN))
-                    + _attr(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_FAIL_OPEN)),
-                    seq, NLM_F_REQUEST | NLM_F_ACK)
+    return _message(
+        NFQNL_MSG_CONFIG,
+        queue,
+        _attr(NFQA_CFG_PARAMS, struct.pack("!IB", 0xFFFF, NFQNL_COPY_PACKET))
+        + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", QUEUE_MAXLEN))
+        + _attr(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_FAIL_OPEN))
+        + _attr(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_FAIL_OPEN)),
+        seq,
+        NLM_F_REQUEST | NLM_F_ACK,
+    )
 
 
 def verdict_message(queue: int, packet_id: int, verdict: int) -> bytes:
@@ -135,7 +154,7 @@ def parse_messages(data: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int
                 attr_len, attr_kind = struct.unpack_from("=HH", data, at)
                 if attr_len < 4:
                     break
-                value = data[at + 4:at + attr_len]
+                value = data[at + 4 : at + attr_len]
                 attr_kind &= 0x7FFF
                 if attr_kind == NFQA_PACKET_HDR:
                     (packet_id,) = struct.unpack_from("!I", value)
@@ -149,6 +168,7 @@ def parse_messages(data: bytes) -> tuple[list[tuple[int, bytes]], list[tuple[int
 
 
 # --- the loop ----------------------------------------------------------------
+
 
 class Emulator:
     """Takes over each queued packet and sends it when due (or drops it)."""
@@ -189,8 +209,9 @@ class Emulator:
             for reply_seq, code in replies:
                 if reply_seq == seq:
                     if code:
-                        raise OSError(code, f"nfnetlink_queue refused queue {self.queue}: "
-                                            f"{errno.errorcode.get(code, code)}")
+                        raise OSError(
+                            code, f"nfnetlink_queue refused queue {self.queue}: {errno.errorcode.get(code, code)}"
+                        )
                     return
 
     def _verdict(self, packet_id: int, verdict: int) -> None:
@@ -280,8 +301,9 @@ def emulators(tag: str, prefix: bool = False) -> list[int]:
                 argv = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
         except OSError:
             continue
-        if "--tag" not in argv[:-1] or not any(arg.endswith("nfqueue_netem.py") or arg == "harness.nfqueue_netem"
-                                                for arg in argv):
+        if "--tag" not in argv[:-1] or not any(
+            arg.endswith("nfqueue_netem.py") or arg == "harness.nfqueue_netem" for arg in argv
+        ):
             continue
         served = argv[argv.index("--tag") + 1]
         if served == tag or (prefix and served.startswith(tag)):
@@ -291,7 +313,7 @@ def emulators(tag: str, prefix: bool = False) -> list[int]:
 
 def _running(pid: int) -> bool:
     try:
-        os.waitpid(pid, os.WNOHANG)   # reaps it if it is our own child
+        os.waitpid(pid, os.WNOHANG)  # reaps it if it is our own child
     except ChildProcessError:
         pass
     try:
@@ -324,8 +346,11 @@ def stop_emulators(tag: str, prefix: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stop", action="store_true",
-                        help="end the emulators serving --tag (with --prefix: every tag starting with it) and exit")
+    parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="end the emulators serving --tag (with --prefix: every tag starting with it) and exit",
+    )
     parser.add_argument("--prefix", action="store_true")
     parser.add_argument("--tag", required=True, help="the namespace it serves (lets cleanup find it)")
     parser.add_argument("--queue", type=int, default=7)

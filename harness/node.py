@@ -37,8 +37,8 @@ echo "$pid ${rest%% *}"
 class ExecNode:
     """A node of any backend; subclasses provide exec, spawn, upload, download."""
 
-    device = "eth0"      # the interface faults act on
-    python = "python3"   # the node's Python, for our node-side tools
+    device = "eth0"  # the interface faults act on
+    python = "python3"  # the node's Python, for our node-side tools
 
     def __init__(self, name: str, address: str, home: str, service: Service | None = None):
         self.name = name
@@ -47,12 +47,12 @@ class ExecNode:
         self.service = service
 
     # --- primitives a backend provides -------------------------------------------
-    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
-             stdin: str | None = None):
+    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30, stdin: str | None = None):
         raise NotImplementedError
 
-    def spawn(self, argv: Sequence[str], *, log: str, pid_file: str,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    def spawn(
+        self, argv: Sequence[str], *, log: str, pid_file: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> int:
         raise NotImplementedError
 
     def upload(self, local: str, remote: str) -> None:
@@ -97,8 +97,7 @@ class ExecNode:
 
     def _pid_and_state(self) -> tuple[int, str] | None:
         service = self._require_service()
-        out = self.exec(["sh", "-c", _PID_SCRIPT, "sh", service.pid_file, service.marker],
-                        check=False).stdout.split()
+        out = self.exec(["sh", "-c", _PID_SCRIPT, "sh", service.pid_file, service.marker], check=False).stdout.split()
         if len(out) != 2:
             return None
         return int(out[0]), out[1]
@@ -111,7 +110,7 @@ class ExecNode:
         return found[0]
 
     def state(self) -> NodeState:
-        """"running", "paused" (SIGSTOPped, state T) or "dead"."""
+        """ "running", "paused" (SIGSTOPped, state T) or "dead"."""
         found = self._pid_and_state()
         if found is None or found[1] in ("Z", "X"):
             return "dead"
@@ -147,10 +146,13 @@ class ExecNode:
             return pid
         holder = self.port_holder()
         if holder is not None:
-            raise GregorError(f"{self.name} ({self.address}): {holder} is already in use; stop that "
-                              "process or run gregor lab down first")
-        return self.spawn(service.argv, log=service.log, pid_file=service.pid_file,
-                          env=dict(service.env), cwd=service.cwd)
+            raise GregorError(
+                f"{self.name} ({self.address}): {holder} is already in use; stop that "
+                "process or run gregor lab down first"
+            )
+        return self.spawn(
+            service.argv, log=service.log, pid_file=service.pid_file, env=dict(service.env), cwd=service.cwd
+        )
 
     def _wait_dead(self, timeout: float) -> bool:
         """Waits until the process is gone and so are its listening sockets: a
@@ -206,12 +208,18 @@ class ExecNode:
 
     def powerfs_files(self) -> dict[str, str]:
         """Where powerfs keeps the node's real data (`disk`), its control socket and its log."""
-        return {"backing": f"{self.home}/disk", "control": f"{self.home}/powerfs.sock",
-                "log": f"{self.home}/powerfs.log", "pid_file": f"{self.home}/powerfs.pid"}
+        return {
+            "backing": f"{self.home}/disk",
+            "control": f"{self.home}/powerfs.sock",
+            "log": f"{self.home}/powerfs.log",
+            "pid_file": f"{self.home}/powerfs.pid",
+        }
 
     def powerfs_mounted(self, mount: str) -> bool:
-        return self.fs_exec([*self.tool("powerfs.py"), "wait", "--mount", mount, "--timeout", "0"],
-                            check=False).returncode == 0
+        return (
+            self.fs_exec([*self.tool("powerfs.py"), "wait", "--mount", mount, "--timeout", "0"], check=False).returncode
+            == 0
+        )
 
     def mount_powerfs(self, mount: str, timeout: float = 20) -> bool:
         """Serves the directory `mount` from powerfs (the first time, its content
@@ -220,13 +228,18 @@ class ExecNode:
             return False
         files = self.powerfs_files()
         tool = self.tool("powerfs.py")
-        self.fs_spawn([*tool, "serve", "--mount", mount, "--backing", files["backing"],
-                       "--control", files["control"]], log=files["log"], pid_file=files["pid_file"])
-        waited = self.fs_exec([*tool, "wait", "--mount", mount, "--timeout", str(timeout)],
-                              check=False, timeout=timeout + 15)
+        self.fs_spawn(
+            [*tool, "serve", "--mount", mount, "--backing", files["backing"], "--control", files["control"]],
+            log=files["log"],
+            pid_file=files["pid_file"],
+        )
+        waited = self.fs_exec(
+            [*tool, "wait", "--mount", mount, "--timeout", str(timeout)], check=False, timeout=timeout + 15
+        )
         if waited.returncode != 0:
-            raise GregorError(f"{self.name}: powerfs did not come up at {mount} in {timeout:g} s; "
-                              f"its log is {files['log']}")
+            raise GregorError(
+                f"{self.name}: powerfs did not come up at {mount} in {timeout:g} s; its log is {files['log']}"
+            )
         return True
 
     def lose_unsynced(self, mount: str) -> dict:
@@ -235,8 +248,9 @@ class ExecNode:
         The system's process must already be dead. Returns powerfs's report:
         {"files": [{"file", "size", "kept", "lost_bytes", ...}], "lost_bytes"}."""
         files = self.powerfs_files()
-        out = self.fs_exec([*self.tool("powerfs.py"), "cut", "--mount", mount, "--control", files["control"]],
-                           timeout=120).stdout
+        out = self.fs_exec(
+            [*self.tool("powerfs.py"), "cut", "--mount", mount, "--control", files["control"]], timeout=120
+        ).stdout
         return json.loads(out.strip().splitlines()[-1])
 
     # --- the network --------------------------------------------------------------

@@ -42,7 +42,7 @@ import time
 
 BLOCK = 4096
 FSNAME = "powerfs"
-OPEN_FLAGS_DROPPED = os.O_APPEND | os.O_CREAT | os.O_EXCL   # the kernel gives offsets; we pwrite
+OPEN_FLAGS_DROPPED = os.O_APPEND | os.O_CREAT | os.O_EXCL  # the kernel gives offsets; we pwrite
 
 
 class Durable:
@@ -76,7 +76,7 @@ def rollback(path: str, durable: Durable) -> tuple[int, int, int]:
         rewound = 0
         for block, data in sorted(durable.saved.items()):
             offset = block * BLOCK
-            data = data[:max(0, durable.size - offset)]
+            data = data[: max(0, durable.size - offset)]
             current = os.pread(fd, len(data), offset)
             if data and current != data:
                 os.pwrite(fd, data, offset)
@@ -102,9 +102,9 @@ def make_filesystem(backing: str):
 
         def __init__(self):
             self.root = os.path.realpath(backing)
-            self.mutex = threading.RLock()   # not `lock`: that name is FUSE's POSIX-lock operation
-            self.files: dict[int, Durable] = {}   # backing inode -> its durable content
-            self.inodes: dict[int, int] = {}      # open fd -> backing inode
+            self.mutex = threading.RLock()  # not `lock`: that name is FUSE's POSIX-lock operation
+            self.files: dict[int, Durable] = {}  # backing inode -> its durable content
+            self.inodes: dict[int, int] = {}  # open fd -> backing inode
             self.cut = False
 
         # --- helpers -------------------------------------------------------
@@ -113,7 +113,7 @@ def make_filesystem(backing: str):
 
         def durable(self, ino: int, fd: int | None = None, path: str | None = None) -> Durable:
             found = self.files.get(ino)
-            if found is None:   # first change since the mount or the last fsync: all of it is durable
+            if found is None:  # first change since the mount or the last fsync: all of it is durable
                 size = os.fstat(fd).st_size if fd is not None else os.lstat(path).st_size
                 found = self.files[ino] = Durable(size)
             return found
@@ -150,13 +150,22 @@ def make_filesystem(backing: str):
                             continue
                         before, cut_off, rewound = rollback(path, durable)
                         if cut_off or rewound:
-                            files.append({"file": os.path.relpath(path, self.root), "size": before,
-                                          "kept": durable.size, "lost_bytes": cut_off + rewound,
-                                          "truncated_bytes": cut_off, "rewound_bytes": rewound})
+                            files.append(
+                                {
+                                    "file": os.path.relpath(path, self.root),
+                                    "size": before,
+                                    "kept": durable.size,
+                                    "lost_bytes": cut_off + rewound,
+                                    "truncated_bytes": cut_off,
+                                    "rewound_bytes": rewound,
+                                }
+                            )
                 self.files.clear()
-                return {"files": sorted(files, key=lambda f: f["file"]),
-                        "lost_bytes": sum(f["lost_bytes"] for f in files),
-                        "seconds": round(time.monotonic() - started, 3)}
+                return {
+                    "files": sorted(files, key=lambda f: f["file"]),
+                    "lost_bytes": sum(f["lost_bytes"] for f in files),
+                    "seconds": round(time.monotonic() - started, 3),
+                }
 
         # --- files -----------------------------------------------------------
         def getattr(self, path, fh=None):
@@ -179,7 +188,7 @@ def make_filesystem(backing: str):
                 fd = os.open(self.real(path), (flags & ~os.O_APPEND) | os.O_CREAT, mode)
                 ino = os.fstat(fd).st_ino
                 self.inodes[fd] = ino
-                self.files[ino] = Durable(0)   # a new name survives; its content does not until fsync
+                self.files[ino] = Durable(0)  # a new name survives; its content does not until fsync
                 return fd
 
         def read(self, path, size, offset, fh):
@@ -216,7 +225,7 @@ def make_filesystem(backing: str):
 
         def fsync(self, path, datasync, fh):
             with self.mutex:
-                if not self.cut:   # after the cut nothing reaches the disk any more
+                if not self.cut:  # after the cut nothing reaches the disk any more
                     ino = self.inodes.get(fh) or os.fstat(fh).st_ino
                     self.files.pop(ino, None)
                 return 0
@@ -288,13 +297,27 @@ def make_filesystem(backing: str):
 
         def statfs(self, path):
             st = os.statvfs(self.real(path))
-            return {k: getattr(st, k) for k in ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail",
-                                                "f_ffree", "f_files", "f_flag", "f_frsize", "f_namemax")}
+            return {
+                k: getattr(st, k)
+                for k in (
+                    "f_bavail",
+                    "f_bfree",
+                    "f_blocks",
+                    "f_bsize",
+                    "f_favail",
+                    "f_ffree",
+                    "f_files",
+                    "f_flag",
+                    "f_frsize",
+                    "f_namemax",
+                )
+            }
 
     return PowerFS()
 
 
 # --- the daemon and its control socket -------------------------------------------
+
 
 def serve_control(fs, control: str) -> None:
     """Answers `cut` (and `status`) on a Unix socket, one JSON line per request."""

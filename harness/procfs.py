@@ -17,7 +17,7 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # the command name (field 2) may hold spaces and parentheses
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[19])
 
 

@@ -43,24 +43,36 @@ class Service:
     """
 
     argv: tuple[str, ...]
-    log: str                      # path on the node; stdout and stderr go there
-    pid_file: str                 # path on the node
-    marker: str                   # a string the process's command line holds
-    ports: tuple[int, ...] = ()   # what it listens on: start refuses if taken, stop waits until free;
-                                  # the first is where clients connect and followers fetch
+    log: str  # path on the node; stdout and stderr go there
+    pid_file: str  # path on the node
+    marker: str  # a string the process's command line holds
+    ports: tuple[int, ...] = ()  # what it listens on: start refuses if taken, stop waits until free;
+    # the first is where clients connect and followers fetch
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
 
     def to_json(self) -> dict:
-        return {"argv": list(self.argv), "log": self.log, "pid_file": self.pid_file,
-                "marker": self.marker, "ports": list(self.ports),
-                "env": [list(pair) for pair in self.env], "cwd": self.cwd}
+        return {
+            "argv": list(self.argv),
+            "log": self.log,
+            "pid_file": self.pid_file,
+            "marker": self.marker,
+            "ports": list(self.ports),
+            "env": [list(pair) for pair in self.env],
+            "cwd": self.cwd,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "Service":
-        return cls(argv=tuple(data["argv"]), log=data["log"], pid_file=data["pid_file"],
-                   marker=data["marker"], ports=tuple(data.get("ports", ())),
-                   env=tuple(tuple(pair) for pair in data.get("env", ())), cwd=data.get("cwd"))
+        return cls(
+            argv=tuple(data["argv"]),
+            log=data["log"],
+            pid_file=data["pid_file"],
+            marker=data["marker"],
+            ports=tuple(data.get("ports", ())),
+            env=tuple(tuple(pair) for pair in data.get("env", ())),
+            cwd=data.get("cwd"),
+        )
 
 
 @runtime_checkable
@@ -73,14 +85,16 @@ class Node(Protocol):
     """
 
     name: str
-    address: str                  # what the controller and the clients connect to
-    home: str                     # a directory of ours on the node
-    service: Service | None       # the system's process, set by System.deploy
+    address: str  # what the controller and the clients connect to
+    home: str  # a directory of ours on the node
+    service: Service | None  # the system's process, set by System.deploy
 
-    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
-             stdin: str | None = None) -> subprocess.CompletedProcess: ...
-    def spawn(self, argv: Sequence[str], *, log: str, pid_file: str,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> int: ...
+    def exec(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float = 30, stdin: str | None = None
+    ) -> subprocess.CompletedProcess: ...
+    def spawn(
+        self, argv: Sequence[str], *, log: str, pid_file: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> int: ...
     def upload(self, local: str, remote: str) -> None: ...
     def download(self, remote: str, local: str) -> None: ...
     def provide(self, local_dir: str) -> str: ...
@@ -116,6 +130,7 @@ class ClientPlace:
     def enter(self) -> None:
         """Moves the calling process (a client about to start) into this place."""
         from harness.backends import netns
+
         netns.enter(self.handle["netns"])
 
 
@@ -137,7 +152,7 @@ class Backend(Protocol):
     state file, so `attach` and `down` work from another process."""
 
     name: ClassVar[str]
-    faults: ClassVar[frozenset[str]]      # subset of NODE_FAULTS it can perform
+    faults: ClassVar[frozenset[str]]  # subset of NODE_FAULTS it can perform
 
     def check(self) -> None:
         """Prerequisites (root, a Docker engine, reachable hosts): GregorError, one line."""
@@ -188,8 +203,8 @@ class System(Protocol):
 
     name: ClassVar[str]
     version: str
-    OPTIONS: ClassVar[tuple[str, ...]]   # the system options it takes (--bootstrap, --controllers, ...)
-    client_config: dict                  # every client's settings (--client-config), set before install
+    OPTIONS: ClassVar[tuple[str, ...]]  # the system options it takes (--bootstrap, --controllers, ...)
+    client_config: dict  # every client's settings (--client-config), set before install
 
     @classmethod
     def node_faults(cls, backend_faults: frozenset[str], options: dict) -> frozenset[str]:
@@ -204,8 +219,7 @@ class System(Protocol):
     def install(self, progress: Progress) -> None:
         """Fetches or builds the system on the controller (cached per version)."""
 
-    def deploy(self, lab: str, nodes: list[Node], progress: Progress,
-               controller_address: str | None = None) -> None:
+    def deploy(self, lab: str, nodes: list[Node], progress: Progress, controller_address: str | None = None) -> None:
         """Puts the system on the nodes (files, configs, storage) and sets each
         node's `service`; afterwards `state()` holds all a later process needs.
         `controller_address`: where the nodes reach the controller host, for

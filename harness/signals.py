@@ -33,12 +33,15 @@ def unwind_on_sigterm():
     """Where nobody handles SIGTERM yet (and only in the main thread), makes
     it unwind the stack (SystemExit 143, as a shell reports a SIGTERM), so
     `finally` blocks run; returns a callable that puts things back."""
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         return lambda: None
     previous = signal.signal(signal.SIGTERM, _exit)
 
     def restore() -> None:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
+
     return restore

@@ -24,12 +24,25 @@ from nemesis.ledger import Ledger
 from nemesis.schedule import Step
 from nemesis.targets import Target, TargetResolver, TargetUnavailable
 
-START_F = {"partition": "start-partition", "pause": "pause", "kill": "kill", "netem": "start-netem",
-           "power-loss": "power-off", "lone-leader": "start-lone-leader", "kill-client": "kill-client"}
-STOP_F = {"partition": "stop-partition", "pause": "resume", "kill": "start", "netem": "stop-netem",
-          "power-loss": "power-on", "lone-leader": "stop-lone-leader"}
-LONE_LEADER_WRITES_S = 3.0   # acknowledged writes on the lone leader before it is killed
-LONE_LEADER_WAIT_S = 25.0    # at most this long for the ISR to shrink (replica.lag.time.max.ms and more)
+START_F = {
+    "partition": "start-partition",
+    "pause": "pause",
+    "kill": "kill",
+    "netem": "start-netem",
+    "power-loss": "power-off",
+    "lone-leader": "start-lone-leader",
+    "kill-client": "kill-client",
+}
+STOP_F = {
+    "partition": "stop-partition",
+    "pause": "resume",
+    "kill": "start",
+    "netem": "stop-netem",
+    "power-loss": "power-on",
+    "lone-leader": "stop-lone-leader",
+}
+LONE_LEADER_WRITES_S = 3.0  # acknowledged writes on the lone leader before it is killed
+LONE_LEADER_WAIT_S = 25.0  # at most this long for the ISR to shrink (replica.lag.time.max.ms and more)
 
 
 def fault_value(nodes, clients=(), **fields) -> dict:
@@ -77,8 +90,12 @@ class Nemesis:
             return None
         except Exception as error:
             # partly applied: the entry is in the ledger and gets healed
-            self._record("info", f, fault_value((entry or {}).get("nodes", []), failed=str(error),
-                                                target=step.target), error=type(error).__name__)
+            self._record(
+                "info",
+                f,
+                fault_value((entry or {}).get("nodes", []), failed=str(error), target=step.target),
+                error=type(error).__name__,
+            )
             return entry
         self._record("info", f, value)
         return entry
@@ -95,8 +112,9 @@ class Nemesis:
         try:
             done = heal_entry(self.lab, entry)
         except Exception as error:
-            self._record("info", f, fault_value(entry.get("nodes", []), clients, failed=str(error)),
-                         error=type(error).__name__)
+            self._record(
+                "info", f, fault_value(entry.get("nodes", []), clients, failed=str(error)), error=type(error).__name__
+            )
             raise
         self.ledger.remove(entry["id"])
         value = fault_value(entry.get("nodes", []), clients, **done)
@@ -112,12 +130,26 @@ class Nemesis:
             client = target.clients[0]
             place = self.lab.client_place(client.place)
             direction = partitions.CLIENT_CUTS[shape]
-            entry = self.ledger.add({"fault": "partition", "nodes": [], "places": [place.name],
-                                     "clients": [{"process": client.process}], "role": target.role})
+            entry = self.ledger.add(
+                {
+                    "fault": "partition",
+                    "nodes": [],
+                    "places": [place.name],
+                    "clients": [{"process": client.process}],
+                    "role": target.role,
+                }
+            )
             addresses = self.lab.client_addresses()
             partitions.cut_client(self.lab, place, addresses, direction)
-            value = fault_value([], [client.process], role=target.role, shape=shape,
-                                client_address=place.address, cut_from=names or addresses, direction=direction)
+            value = fault_value(
+                [],
+                [client.process],
+                role=target.role,
+                shape=shape,
+                client_address=place.address,
+                cut_from=names or addresses,
+                direction=direction,
+            )
             return entry, value
         part = self._shape(shape, names, target)
         entry = self.ledger.add({"fault": "partition", "nodes": part.nodes(), "role": target.role})
@@ -130,7 +162,7 @@ class Nemesis:
         if shape in ("one-way-in", "one-way-out"):
             victim = target.nodes[0]
             others = [n for n in names if n != victim]
-            if shape == "one-way-in":   # the victim hears nobody, is heard by all
+            if shape == "one-way-in":  # the victim hears nobody, is heard by all
                 return partitions.one_way(names, others, [victim])
             return partitions.one_way(names, [victim], others)
         if shape == "majority-minority":
@@ -146,12 +178,10 @@ class Nemesis:
         raise ValueError(f"unknown partition shape {shape!r}")
 
     def _pause(self, step: Step, target: Target):
-        idents = [dict(i, process=c.process) for c in target.clients
-                  if (i := identity(c.pid)) is not None]
+        idents = [dict(i, process=c.process) for c in target.clients if (i := identity(c.pid)) is not None]
         if target.clients and not idents:
             raise TargetUnavailable("the client process exited before it could be paused")
-        entry = self.ledger.add({"fault": "pause", "nodes": list(target.nodes),
-                                 "clients": idents, "role": target.role})
+        entry = self.ledger.add({"fault": "pause", "nodes": list(target.nodes), "clients": idents, "role": target.role})
         paused = pause.pause_nodes(self.lab, target.nodes)
         fields = {"role": target.role, "paused": paused}
         if idents:
@@ -203,12 +233,19 @@ class Nemesis:
         shrunk_s = round(time.monotonic() - started, 3)
         time.sleep(LONE_LEADER_WRITES_S)
         if self.lab.storage == "powerfs":
-            end = {"death": "power-loss", "killed": [leader],
-                   **power.lost_fields(power.cut_power(self.lab, [leader]))}
+            end = {"death": "power-loss", "killed": [leader], **power.lost_fields(power.cut_power(self.lab, [leader]))}
         else:
             end = {"death": "kill", "killed": kill.kill_nodes(self.lab, [leader])}
-        return entry, fault_value([leader], role=target.role, cut_from=others, port=port,
-                                  isr=isr, isr_alone=isr == [leader], waited_s=shrunk_s, **end)
+        return entry, fault_value(
+            [leader],
+            role=target.role,
+            cut_from=others,
+            port=port,
+            isr=isr,
+            isr_alone=isr == [leader],
+            waited_s=shrunk_s,
+            **end,
+        )
 
     def _wait_lone(self, topic: str, partition: int, leader: str, until: float) -> list[str]:
         """The partition's ISR (node names) once it is the leader alone, or at `until`."""
@@ -227,8 +264,7 @@ class Nemesis:
         power.require_powerfs(self.lab)
         entry = self.ledger.add({"fault": "power-loss", "nodes": list(target.nodes), "role": target.role})
         lost = power.cut_power(self.lab, target.nodes)
-        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes),
-                                  **power.lost_fields(lost))
+        return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes), **power.lost_fields(lost))
 
     def _netem(self, step: Step, target: Target):
         profile = netem.PROFILES[step.profile or "delay"]

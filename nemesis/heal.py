@@ -26,7 +26,7 @@ def heal_entry(lab, entry: dict) -> dict:
             out["healed_places"] = []
             for name in entry["places"]:
                 place = lab.client_place(name, create=False)
-                if place is not None:      # gone already: nothing left to heal
+                if place is not None:  # gone already: nothing left to heal
                     lab.place_node(place).heal_network()
                     out["healed_places"].append(name)
         return out
@@ -37,8 +37,8 @@ def heal_entry(lab, entry: dict) -> dict:
         if entry.get("clients"):
             out["resumed_clients"] = clients
         return out
-    if fault in ("kill", "power-loss"):   # after a power cut, start_nodes mounts the storage first
-        return {"started": kill.start_nodes(lab, nodes)}   # a killed client was replaced already
+    if fault in ("kill", "power-loss"):  # after a power cut, start_nodes mounts the storage first
+        return {"started": kill.start_nodes(lab, nodes)}  # a killed client was replaced already
     if fault == "lone-leader":
         for name in nodes:
             lab.node(name).heal_network()

@@ -41,20 +41,44 @@ def _interval(text: str) -> float:
 
 def add_nemesis_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("nemesis (faults)")
-    group.add_argument("--nemesis", type=_faults, default=[], metavar="FAULTS",
-                       help=f"comma list of {', '.join(FAULTS)}, or none (default: none)")
-    group.add_argument("--nemesis-interval", type=_interval, default=10.0, metavar="S",
-                       help="seconds of quiet between faults, and how long a fault is held "
-                            "(each drawn from 0.5-1.5 x S; default 10)")
-    group.add_argument("--nemesis-targets", type=_targets, default=list(DEFAULT_TARGETS),
-                       metavar="TARGETS",
-                       help="comma list of " + ", ".join(DEFAULT_TARGETS)
-                            + ", or leader:KEY, node:NAME, txn:ID, group:ID, client:ROLE "
-                            "(default: all of them)")
-    group.add_argument("--nemesis-shape", default=None, metavar="SHAPE",
-                       choices=NODE_SHAPES + CLIENT_SHAPES,
-                       help="every partition has this shape (" + ", ".join(NODE_SHAPES + CLIENT_SHAPES)
-                            + "; client-deaf: the client's requests arrive, the answers vanish); "
-                            "default: drawn per target")
-    group.add_argument("--nemesis-hold", type=_interval, default=None, metavar="S",
-                       help="hold every fault exactly S seconds (default: drawn from 0.5-1.5 x the interval)")
+    group.add_argument(
+        "--nemesis",
+        type=_faults,
+        default=[],
+        metavar="FAULTS",
+        help=f"comma list of {', '.join(FAULTS)}, or none (default: none)",
+    )
+    group.add_argument(
+        "--nemesis-interval",
+        type=_interval,
+        default=10.0,
+        metavar="S",
+        help="seconds of quiet between faults, and how long a fault is held (each drawn from 0.5-1.5 x S; default 10)",
+    )
+    group.add_argument(
+        "--nemesis-targets",
+        type=_targets,
+        default=list(DEFAULT_TARGETS),
+        metavar="TARGETS",
+        help="comma list of "
+        + ", ".join(DEFAULT_TARGETS)
+        + ", or leader:KEY, node:NAME, txn:ID, group:ID, client:ROLE "
+        "(default: all of them)",
+    )
+    group.add_argument(
+        "--nemesis-shape",
+        default=None,
+        metavar="SHAPE",
+        choices=NODE_SHAPES + CLIENT_SHAPES,
+        help="every partition has this shape ("
+        + ", ".join(NODE_SHAPES + CLIENT_SHAPES)
+        + "; client-deaf: the client's requests arrive, the answers vanish); "
+        "default: drawn per target",
+    )
+    group.add_argument(
+        "--nemesis-hold",
+        type=_interval,
+        default=None,
+        metavar="S",
+        help="hold every fault exactly S seconds (default: drawn from 0.5-1.5 x the interval)",
+    )

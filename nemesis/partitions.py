@@ -70,8 +70,7 @@ def majority_minority(nodes, minority) -> Partition:
     minority = list(minority)
     rest = [n for n in nodes if n not in minority]
     if not minority or len(minority) >= len(rest):
-        raise GregorError(
-            f"a minority must be fewer than half of {len(nodes)} nodes, got {minority}")
+        raise GregorError(f"a minority must be fewer than half of {len(nodes)} nodes, got {minority}")
     return _complete("majority-minority", [minority, rest])
 
 
@@ -150,6 +149,7 @@ def _need(nodes, count: int) -> None:
 
 
 # --- applying to the real lab ----------------------------------------------
+
 
 def apply_grudge(lab, grudge: Grudge) -> None:
     """Installs DROP rules: each node drops packets from its grudge's nodes."""

@@ -26,9 +26,11 @@ RESTART_S = 20.0
 
 def require_powerfs(lab) -> None:
     if lab.storage != "powerfs":
-        raise GregorError(f"lab {lab.name} keeps its data on a plain disk, which cannot lose power; "
-                          f"bring it up with storage powerfs (gregor lab down --lab {lab.name}, then "
-                          "gregor lab up --data-on powerfs, or let gregor run bring it up)")
+        raise GregorError(
+            f"lab {lab.name} keeps its data on a plain disk, which cannot lose power; "
+            f"bring it up with storage powerfs (gregor lab down --lab {lab.name}, then "
+            "gregor lab up --data-on powerfs, or let gregor run bring it up)"
+        )
 
 
 def cut_power(lab, names) -> dict[str, dict]:
@@ -40,9 +42,13 @@ def cut_power(lab, names) -> dict[str, dict]:
     for name in names:
         node = lab.node(name)
         report = node.lose_unsynced(lab.data_dir(node))
-        lost[name] = {"lost_bytes": report["lost_bytes"],
-                      "files": [{"file": f["file"], "lost_bytes": f["lost_bytes"], "size": f["size"],
-                                 "kept": f["kept"]} for f in report["files"]]}
+        lost[name] = {
+            "lost_bytes": report["lost_bytes"],
+            "files": [
+                {"file": f["file"], "lost_bytes": f["lost_bytes"], "size": f["size"], "kept": f["kept"]}
+                for f in report["files"]
+            ],
+        }
     return lost
 
 

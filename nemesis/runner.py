@@ -31,9 +31,19 @@ from nemesis.targets import parse_target
 
 
 class NemesisRunner:
-    def __init__(self, ctx, faults, interval_s: float = 10.0, targets=None, seed: int = 0,
-                 progress=None, deadline: float | None = None, tail_s: float | None = None,
-                 shape: str | None = None, hold_s: float | None = None):
+    def __init__(
+        self,
+        ctx,
+        faults,
+        interval_s: float = 10.0,
+        targets=None,
+        seed: int = 0,
+        progress=None,
+        deadline: float | None = None,
+        tail_s: float | None = None,
+        shape: str | None = None,
+        hold_s: float | None = None,
+    ):
         from nemesis.schedule import DEFAULT_TARGETS
 
         unknown = [f for f in faults if f not in FAULTS]
@@ -47,12 +57,12 @@ class NemesisRunner:
         self.targets = [parse_target(t) for t in (targets or DEFAULT_TARGETS)]
         self.seed = seed
         self.progress = progress or (lambda message: None)
-        self.deadline = deadline          # time.monotonic() at which the main phase ends
+        self.deadline = deadline  # time.monotonic() at which the main phase ends
         self.tail_s = float(interval_s if tail_s is None else tail_s)
         self._nemesis: Nemesis | None = None
         self._ledger = Ledger.for_lab(ctx.lab.name)
         self._stop = threading.Event()
-        self._lock = threading.Lock()   # one apply or heal at a time
+        self._lock = threading.Lock()  # one apply or heal at a time
         self._active: dict[str, dict] = {}
         self._thread: threading.Thread | None = None
         self._restore_sigterm = lambda: None
@@ -63,9 +73,20 @@ class NemesisRunner:
         if "netem" in self.faults:
             self.netem_profiles = netem.usable_profiles()
         self.shape, self.hold_s = shape, hold_s
-        self._plan = (plan(self.faults, self.targets, seed, self.interval_s, self.netem_profiles,
-                           node_faults=self._node_faults(ctx.lab), shape=shape, hold_s=hold_s)
-                      if self.faults else iter(()))
+        self._plan = (
+            plan(
+                self.faults,
+                self.targets,
+                seed,
+                self.interval_s,
+                self.netem_profiles,
+                node_faults=self._node_faults(ctx.lab),
+                shape=shape,
+                hold_s=hold_s,
+            )
+            if self.faults
+            else iter(())
+        )
 
     @staticmethod
     def _node_faults(lab):
@@ -99,10 +120,18 @@ class NemesisRunner:
     def schedule_summary(self) -> dict:
         """For test.json: the parameters and what was done (the history has
         the details)."""
-        return {"faults": self.faults, "interval_s": self.interval_s, "targets": self.targets,
-                "seed": self.seed, "netem_profiles": self.netem_profiles, "tail_s": self.tail_s,
-                "shape": self.shape, "hold_s": self.hold_s,
-                "counts": dict(self._counts), "ops": list(self._log)}
+        return {
+            "faults": self.faults,
+            "interval_s": self.interval_s,
+            "targets": self.targets,
+            "seed": self.seed,
+            "netem_profiles": self.netem_profiles,
+            "tail_s": self.tail_s,
+            "shape": self.shape,
+            "hold_s": self.hold_s,
+            "counts": dict(self._counts),
+            "ops": list(self._log),
+        }
 
     # --- the thread -------------------------------------------------------------
 
@@ -111,9 +140,9 @@ class NemesisRunner:
         """How long the step keeps the cluster from ordinary operation: its
         hold, and what comes before or after it for some faults."""
         held = step.hold_s
-        if step.fault in LEADER_FAULTS:   # lone-leader: the ISR shrinks, writes, then the kill is held
+        if step.fault in LEADER_FAULTS:  # lone-leader: the ISR shrinks, writes, then the kill is held
             held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
-        if step.fault == "power-loss":    # the brokers recover their logs before they serve again
+        if step.fault == "power-loss":  # the brokers recover their logs before they serve again
             held += power.RESTART_S
         return held
 
@@ -127,11 +156,13 @@ class NemesisRunner:
             if self._stop.wait(step.quiet_s):
                 return
             if not self.room_for(step):
-                self.progress(f"nemesis: no room for another fault before the end ({step.fault} held "
-                              f"{self.held_s(step):g} s + {self.tail_s:g} s of writes after the heal)")
+                self.progress(
+                    f"nemesis: no room for another fault before the end ({step.fault} held "
+                    f"{self.held_s(step):g} s + {self.tail_s:g} s of writes after the heal)"
+                )
                 return
             entry = self._start(step)
-            if entry is None or entry.get("instant"):   # skipped, or nothing to hold or heal
+            if entry is None or entry.get("instant"):  # skipped, or nothing to hold or heal
                 continue
             self._stop.wait(step.hold_s)
             with self._lock:
@@ -150,8 +181,9 @@ class NemesisRunner:
         until = self.deadline if self.deadline is not None else started + 3 * power.RESTART_S
         while not self._stop.is_set() and time.monotonic() < until:
             if power.serving(self.ctx.lab, nodes):
-                self.progress(f"nemesis: {', '.join(nodes)} serving again "
-                              f"{time.monotonic() - started:.1f} s after the heal")
+                self.progress(
+                    f"nemesis: {', '.join(nodes)} serving again {time.monotonic() - started:.1f} s after the heal"
+                )
                 return
             self._stop.wait(0.5)
         if not self._stop.is_set():
@@ -173,10 +205,17 @@ class NemesisRunner:
             if not entry.get("instant"):
                 self._active[entry["id"]] = entry
             self._counts[step.fault] += 1
-            self._log.append({"time": self._now(), "fault": step.fault, "target": step.target,
-                              **({"shape": step.shape} if step.shape else {}),
-                              **({"profile": step.profile} if step.profile else {}),
-                              "role": entry.get("role"), "nodes": entry.get("nodes", [])})
+            self._log.append(
+                {
+                    "time": self._now(),
+                    "fault": step.fault,
+                    "target": step.target,
+                    **({"shape": step.shape} if step.shape else {}),
+                    **({"profile": step.profile} if step.profile else {}),
+                    "role": entry.get("role"),
+                    "nodes": entry.get("nodes", []),
+                }
+            )
             self.progress(f"nemesis: {step.fault} {entry.get('role')} {entry.get('nodes', [])}")
             return entry
 

@@ -32,6 +32,8 @@ def with_composites(faults) -> frozenset:
     """These faults and every composite fault made only of them."""
     faults = frozenset(faults)
     return faults | {whole for whole, parts in COMPOSITE_FAULTS.items() if set(parts) <= faults}
+
+
 # Faults only for client targets: kill-client SIGKILLs a client process,
 # which the run replaces at once (old id + concurrency).
 CLIENT_ONLY_FAULTS = ("kill-client",)
@@ -47,8 +49,8 @@ class Step:
     target: str
     quiet_s: float
     hold_s: float
-    shape: str | None = None      # partition shape
-    profile: str | None = None    # netem profile name
+    shape: str | None = None  # partition shape
+    profile: str | None = None  # netem profile name
 
     def intent(self) -> dict:
         """What the invoke says the nemesis is about to do."""
@@ -96,9 +98,11 @@ def check_shape(shape: str | None, targets) -> None:
     client_shape = shape in CLIENT_SHAPES
     for target in targets:
         if target.startswith("client") != client_shape:
-            raise GregorError(f"partition shape {shape!r} does not fit target {target!r} "
-                              f"({'client' if client_shape else 'node'} shapes need "
-                              f"{'client' if client_shape else 'node'} targets)")
+            raise GregorError(
+                f"partition shape {shape!r} does not fit target {target!r} "
+                f"({'client' if client_shape else 'node'} shapes need "
+                f"{'client' if client_shape else 'node'} targets)"
+            )
 
 
 def partition_shape(target: str, rng: random.Random) -> str:
@@ -115,8 +119,16 @@ def partition_shape(target: str, rng: random.Random) -> str:
     return rng.choice(["isolate", "one-way-in", "one-way-out"])
 
 
-def plan(faults, targets, seed: int, interval_s: float, profiles=None,
-         node_faults=None, shape: str | None = None, hold_s: float | None = None) -> Iterator[Step]:
+def plan(
+    faults,
+    targets,
+    seed: int,
+    interval_s: float,
+    profiles=None,
+    node_faults=None,
+    shape: str | None = None,
+    hold_s: float | None = None,
+) -> Iterator[Step]:
     """Yields steps forever; the same arguments give the same steps.
 
     profiles: the netem profiles this machine can apply (all by default).
@@ -132,12 +144,18 @@ def plan(faults, targets, seed: int, interval_s: float, profiles=None,
     faults = list(faults)
     if not faults:
         return
-    pairs = [(f, t) for f in faults for t in targets if applies(f, t)
-             and (node_faults is None or f in node_faults or t.startswith("client"))]
+    pairs = [
+        (f, t)
+        for f in faults
+        for t in targets
+        if applies(f, t) and (node_faults is None or f in node_faults or t.startswith("client"))
+    ]
     if not pairs:
-        raise GregorError(f"no nemesis target in {list(targets)} fits faults {faults}; "
-                          "client targets need partition or pause (kill-client needs client targets, "
-                          "lone-leader leader targets)")
+        raise GregorError(
+            f"no nemesis target in {list(targets)} fits faults {faults}; "
+            "client targets need partition or pause (kill-client needs client targets, "
+            "lone-leader leader targets)"
+        )
     faults = [f for f in faults if any(f == g for g, _t in pairs)]
     while True:
         fault = rng.choice(faults)
@@ -149,5 +167,11 @@ def plan(faults, targets, seed: int, interval_s: float, profiles=None,
         profile = netem.pick_profile(rng, profiles) if fault == "netem" else None
         quiet = round(interval_s * rng.uniform(0.5, 1.5), 3)
         hold = round(interval_s * rng.uniform(0.5, 1.5), 3)
-        yield Step(fault, target, quiet_s=quiet, hold_s=hold if hold_s is None else float(hold_s),
-                   shape=(shape or drawn) if fault == "partition" else None, profile=profile)
+        yield Step(
+            fault,
+            target,
+            quiet_s=quiet,
+            hold_s=hold if hold_s is None else float(hold_s),
+            shape=(shape or drawn) if fault == "partition" else None,
+            profile=profile,
+        )

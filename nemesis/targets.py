@@ -60,7 +60,8 @@ def parse_target(text: str) -> str:
         return spec
     raise GregorError(
         f"unknown nemesis target {spec!r}; use {', '.join(KINDS)}, "
-        "or leader:KEY, node:NAME, txn:TRANSACTIONAL_ID, group:GROUP_ID")
+        "or leader:KEY, node:NAME, txn:TRANSACTIONAL_ID, group:GROUP_ID"
+    )
 
 
 def minority_size(n: int) -> int:
@@ -131,8 +132,9 @@ class TargetResolver:
         if key is None:
             key = int(self.rng.choice(sorted(keys, key=int)))
         if str(key) not in keys:
-            raise GregorError(f"target leader:{key}: key {key} is not in the run's key map "
-                              f"(keys: {', '.join(sorted(keys, key=int))})")
+            raise GregorError(
+                f"target leader:{key}: key {key} is not in the run's key map (keys: {', '.join(sorted(keys, key=int))})"
+            )
         topic, partition = keys[str(key)]
         return Target(f"leader:{key}", (self._role(lambda roles: roles.leader(topic, int(partition))),))
 
@@ -168,9 +170,13 @@ class TargetResolver:
         polled for at least BUSY_MIN_S: a kill then lands inside the window an
         auto commit can leave unprocessed."""
         role, _, state = arg.partition(":")
-        return [c for c in self._clients()
-                if (not role or c.role == role) and (c.place or not need_place)
-                and (state != "busy" or (c.busy_s or 0) >= BUSY_MIN_S)]
+        return [
+            c
+            for c in self._clients()
+            if (not role or c.role == role)
+            and (c.place or not need_place)
+            and (state != "busy" or (c.busy_s or 0) >= BUSY_MIN_S)
+        ]
 
     def _client(self, arg: str | None, need_place: bool = False) -> Target:
         """`client`, `client:ROLE` or `client:ROLE:busy` (arg: what follows `client:`)."""

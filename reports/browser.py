@@ -16,9 +16,18 @@ from harness.errors import GregorError
 
 CHROMIUM = os.environ.get("GREGOR_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GREGOR_CHROMEDRIVER", "/usr/bin/chromedriver")
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--hide-scrollbars")
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+)
 
 
 @contextmanager

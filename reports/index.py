@@ -55,9 +55,12 @@ def _row(store: Path, run_dir: Path) -> str:
         kind = "permitted" if anomaly.get("allowed") else "bad"
         counts.append(f'<span class="badge {kind}">{esc(name)} {esc(anomaly.get("count", "?"))}</span>')
     when = datetime.fromtimestamp(started_at(run_dir), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f'<tr class="run {esc(verdict.replace(" ", "-"))}"><td>{link}</td><td>{when}</td><td>{esc(run.test.get("system"))}</td>'
-            f'<td>{esc(run.test.get("version"))}</td><td>{esc(run.test.get("workload"))}</td><td>{esc(faults_text(run))}</td>'
-            f'<td class="verdict">{esc(verdict)}</td><td>{" ".join(counts) or "none"}</td></tr>')
+    return (
+        f'<tr class="run {esc(verdict.replace(" ", "-"))}"><td>{link}</td><td>{when}</td>'
+        f"<td>{esc(run.test.get('system'))}</td>"
+        f"<td>{esc(run.test.get('version'))}</td><td>{esc(run.test.get('workload'))}</td><td>{esc(faults_text(run))}</td>"
+        f'<td class="verdict">{esc(verdict)}</td><td>{" ".join(counts) or "none"}</td></tr>'
+    )
 
 
 INDEX_CSS = """
@@ -76,12 +79,18 @@ def write_index(store_dir) -> Path:
         raise GregorError(f"{store} is not a directory; give the store directory (e.g. store/)")
     runs = sorted(find_runs(store), key=started_at, reverse=True)
     rows = "".join(_row(store, run_dir) for run_dir in runs)
-    table = ('<table><thead><tr><th>run</th><th>started</th><th>system</th><th>version</th><th>workload</th><th>faults</th>'
-             '<th>verdict</th><th>anomalies (red: bad, grey: permitted)</th></tr></thead><tbody>' + rows + "</tbody></table>"
-             if runs else '<p class="note">No runs in this store yet.</p>')
-    page = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>Gregor runs</title>'
-            f"<style>{CSS}{INDEX_CSS}</style></head><body><section><h2>Gregor runs ({len(runs)}), newest first</h2>"
-            f"{table}</section></body></html>\n")
+    table = (
+        "<table><thead><tr><th>run</th><th>started</th><th>system</th><th>version</th><th>workload</th><th>faults</th>"
+        "<th>verdict</th><th>anomalies (red: bad, grey: permitted)</th></tr></thead><tbody>" + rows + "</tbody></table>"
+        if runs
+        else '<p class="note">No runs in this store yet.</p>'
+    )
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+        "<title>Gregor runs</title>"
+        f"<style>{CSS}{INDEX_CSS}</style></head><body><section><h2>Gregor runs ({len(runs)}), newest first</h2>"
+        f"{table}</section></body></html>\n"
+    )
     path = store / "index.html"
     write_atomic(path, page)
     return path

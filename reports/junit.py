@@ -12,7 +12,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.atomic import write_atomic
-
 from reports.explain import explain, known_names
 from reports.render import verdict_reason
 from reports.run import load_run

@@ -23,8 +23,8 @@ from reports.run import Run, load_run
 from reports.style import CSS
 from reports.timeline import Windows, collect
 
-TIMELINE_EXAMPLES = 2     # timelines per anomaly name (each is a few dozen ops)
-TIMELINE_RADIUS = 30      # events either side of each involved op
+TIMELINE_EXAMPLES = 2  # timelines per anomaly name (each is a few dozen ops)
+TIMELINE_RADIUS = 30  # events either side of each involved op
 TYPE_ORDER = ("ok", "fail", "info")
 
 
@@ -53,6 +53,7 @@ def as_list(value) -> list:
 
 def ordered_anomalies(run: Run) -> list[tuple[str, dict]]:
     """Bad anomalies first, then permitted; larger counts first within each."""
+
     def count(anomaly: dict) -> int:
         value = anomaly.get("count")
         return value if isinstance(value, int) else 0
@@ -73,8 +74,11 @@ def skipped_section(run: Run) -> str:
         return ""
     rows = []
     for name, anomaly in items:
-        details = [str(example.get("cycle")) for example in as_list(anomaly.get("examples"))
-                   if isinstance(example, dict) and example.get("cycle")]
+        details = [
+            str(example.get("cycle"))
+            for example in as_list(anomaly.get("examples"))
+            if isinstance(example, dict) and example.get("cycle")
+        ]
         detail = f' <span class="note">({esc("; ".join(details))})</span>' if details else ""
         rows.append(f"<li>{esc(explain(name))}{detail}</li>")
     return '<div class="notes" id="not-checked"><b>Not checked:</b><ul>' + "".join(rows) + "</ul></div>"
@@ -103,7 +107,9 @@ def verdict_reason(run: Run) -> str:
         reasons.append("the history was cut short")
     drain = run.test.get("drain")
     if not isinstance(drain, dict) or not drain.get("complete"):
-        reasons.append("the final drain did not complete" if isinstance(drain, dict) else "no record of a complete drain")
+        reasons.append(
+            "the final drain did not complete" if isinstance(drain, dict) else "no record of a complete drain"
+        )
     stats = run.section("stats")
     if stats.get("ops") == 0:
         reasons.append("the history is empty")
@@ -111,7 +117,11 @@ def verdict_reason(run: Run) -> str:
         why = "; ".join(reasons) or "the checker could not decide"
         return f"No bad anomaly found, but the result is not conclusive: {why}{permitted}"
     ops = stats.get("ops")
-    return f"No bad anomalies in {fmt_num(ops)} operations{permitted}" if ops is not None else f"No bad anomalies{permitted}"
+    return (
+        f"No bad anomalies in {fmt_num(ops)} operations{permitted}"
+        if ops is not None
+        else f"No bad anomalies{permitted}"
+    )
 
 
 def fault_windows(run: Run) -> list[svg.FaultWindow]:
@@ -122,8 +132,14 @@ def fault_windows(run: Run) -> list[svg.FaultWindow]:
             continue
         stop = window.get("stop_s")
         label = window.get("label") or window.get("f") or "fault"
-        windows.append(svg.FaultWindow(float(window["start_s"]), float(stop) if isinstance(stop, (int, float)) else None,
-                                       str(label), svg.fault_kind(str(window.get("f") or label))))
+        windows.append(
+            svg.FaultWindow(
+                float(window["start_s"]),
+                float(stop) if isinstance(stop, (int, float)) else None,
+                str(label),
+                svg.fault_kind(str(window.get("f") or label)),
+            )
+        )
     return windows
 
 
@@ -160,6 +176,7 @@ def faults_text(run: Run) -> str:
 
 # ---------------------------------------------------------------- sections
 
+
 def first_instance(run: Run) -> str:
     """The worst anomaly's first instance in words, so the banner says what went wrong where."""
     for name, anomaly in ordered_anomalies(run):
@@ -193,8 +210,11 @@ def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
         for example in (anomaly.get("examples") or [])[:10]:
             if not isinstance(example, dict):
                 continue
-            times = [windows.ops[o].complete_time for o in as_list(example.get("ops"))
-                     if o in windows.ops and windows.ops[o].complete_time is not None]
+            times = [
+                windows.ops[o].complete_time
+                for o in as_list(example.get("ops"))
+                if o in windows.ops and windows.ops[o].complete_time is not None
+            ]
             if isinstance(example.get("time_s"), (int, float)):
                 at = example["time_s"]
             elif isinstance(example.get("time"), (int, float)):
@@ -203,22 +223,30 @@ def anomaly_marks(run: Run, windows: Windows) -> list[svg.Mark]:
                 at = min(times, default=None)
                 at = at / 1e9 if at is not None else None
             if at is not None:
-                marks.append(svg.Mark(at, f"{name} (key {example.get('key')}, value {example.get('value', example.get('values'))})"))
+                marks.append(
+                    svg.Mark(
+                        at, f"{name} (key {example.get('key')}, value {example.get('value', example.get('values'))})"
+                    )
+                )
     return marks[:60]
 
 
 def banner(run: Run) -> str:
     verdict = run.verdict if run.results else "unknown"
-    headline = {"valid": "VALID: no broken guarantee found",
-                "invalid": "INVALID: the system broke its guarantees",
-                "unknown": "UNKNOWN: the run was not conclusive"}[verdict]
+    headline = {
+        "valid": "VALID: no broken guarantee found",
+        "invalid": "INVALID: the system broke its guarantees",
+        "unknown": "UNKNOWN: the run was not conclusive",
+    }[verdict]
     icon = {"valid": "&#10004;", "invalid": "&#10008;", "unknown": "?"}[verdict]
     name = run.test.get("name") or run.directory.name
     system = " ".join(str(x) for x in (run.test.get("system"), run.test.get("version")) if x)
-    return (f'<header id="verdict" class="banner {verdict}" data-verdict="{verdict}">'
-            f'<div class="icon">{icon}</div><div><div class="headline">{headline}</div>'
-            f'<div class="reason">{esc(verdict_reason(run))}</div>{first_instance(run)}'
-            f'<div class="which">{esc(name)} &middot; {esc(system)} &middot; {esc(run.directory)}</div></div></header>')
+    return (
+        f'<header id="verdict" class="banner {verdict}" data-verdict="{verdict}">'
+        f'<div class="icon">{icon}</div><div><div class="headline">{headline}</div>'
+        f'<div class="reason">{esc(verdict_reason(run))}</div>{first_instance(run)}'
+        f'<div class="which">{esc(name)} &middot; {esc(system)} &middot; {esc(run.directory)}</div></div></header>'
+    )
 
 
 def _node_label(node) -> str:
@@ -235,9 +263,14 @@ def _setup_extra(run: Run) -> list[tuple[str, object]]:
     and the system's storage, topology and transaction protocol where it says them."""
     setup = run.test.get("setup") if isinstance(run.test.get("setup"), dict) else {}
     rows = [("backend", setup.get("backend") or run.test.get("backend"))]
-    for key, label in (("hosts", "hosts"), ("host_keys", "SSH host keys"), ("storage", "storage"),
-                       ("brokers", "brokers"), ("controllers", "controllers"),
-                       ("transaction.version", "transaction protocol")):
+    for key, label in (
+        ("hosts", "hosts"),
+        ("host_keys", "SSH host keys"),
+        ("storage", "storage"),
+        ("brokers", "brokers"),
+        ("controllers", "controllers"),
+        ("transaction.version", "transaction protocol"),
+    ):
         if setup.get(key) is not None:
             value = setup[key]
             if key == "transaction.version":
@@ -251,8 +284,10 @@ def _transaction_protocol(run: Run, level) -> str:
     only the first transaction protocol (no KIP-890 v2), whatever the brokers offer."""
     versions = run.test.get("versions") if isinstance(run.test.get("versions"), dict) else {}
     client = f"librdkafka {versions['librdkafka']}" if versions.get("librdkafka") else "librdkafka"
-    return (f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
-            "do not implement transaction protocol v2 (KIP-890) and use the classic protocol")
+    return (
+        f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
+        "do not implement transaction protocol v2 (KIP-890) and use the classic protocol"
+    )
 
 
 def setup_section(run: Run) -> str:
@@ -286,7 +321,9 @@ def setup_section(run: Run) -> str:
         ("concurrency", run.test.get("concurrency")),
         ("seed", run.test.get("seed")),
     ]
-    cells = "".join(f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">{show(v)}</div></div>' for k, v in rows)
+    cells = "".join(
+        f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">{show(v)}</div></div>' for k, v in rows
+    )
     return f'<section id="setup"><h2>Setup</h2><div class="grid">{cells}</div></section>'
 
 
@@ -302,14 +339,19 @@ def truncation_section(run: Run) -> str:
     for key, seen in sorted(truncated.items(), key=lambda kv: str(kv[0])):
         seen = seen if isinstance(seen, dict) else {}
         end, acked = seen.get("end_offset"), seen.get("acked_offset")
-        gone = (f" ({acked - end + 1} offset(s) gone)" if isinstance(end, int) and isinstance(acked, int) else "")
+        gone = f" ({acked - end + 1} offset(s) gone)" if isinstance(end, int) and isinstance(acked, int) else ""
         where = run.key_location(key)
-        items.append(f"<li>key {esc(key)}{f' ({esc(where)})' if where else ''}: the log ends at offset "
-                     f"{esc(end)}, but a client had seen offset {esc(acked)}{esc(gone)}</li>")
-    return ('<section id="truncation"><h2>Truncated logs</h2><div class="notes">The final drain read these keys to '
-            "their end; each ended below an offset some client had learned of, so records that were "
-            "acknowledged or read are gone from the log (the drain stopped waiting for them):<ul>"
-            + "".join(items) + "</ul></div></section>")
+        items.append(
+            f"<li>key {esc(key)}{f' ({esc(where)})' if where else ''}: the log ends at offset "
+            f"{esc(end)}, but a client had seen offset {esc(acked)}{esc(gone)}</li>"
+        )
+    return (
+        '<section id="truncation"><h2>Truncated logs</h2><div class="notes">The final drain read these keys to '
+        "their end; each ended below an offset some client had learned of, so records that were "
+        "acknowledged or read are gone from the log (the drain stopped waiting for them):<ul>"
+        + "".join(items)
+        + "</ul></div></section>"
+    )
 
 
 def summary_table(run: Run) -> str:
@@ -317,17 +359,26 @@ def summary_table(run: Run) -> str:
     if not run.results:
         return ""
     if not items:
-        return '<section id="summary"><h2>Anomalies</h2><p class="good">The checker found no anomaly of any kind.</p></section>'
+        return (
+            '<section id="summary"><h2>Anomalies</h2>'
+            '<p class="good">The checker found no anomaly of any kind.</p></section>'
+        )
     rows = []
     for name, anomaly in items:
         kind = "permitted" if anomaly.get("allowed") else "bad"
         why = anomaly.get("why_allowed") if anomaly.get("allowed") else "not permitted by this configuration"
-        rows.append(f'<tr class="{kind}"><td><span class="badge {kind}">{kind.upper()}</span></td>'
-                    f'<td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td><td class="num">{fmt_num(anomaly.get("count"))}</td>'
-                    f'<td>{esc(explain(name))}</td><td>{esc(why)}</td></tr>')
-    return ('<section id="summary"><h2>Anomalies</h2><table class="summary"><thead><tr><th></th><th>anomaly</th>'
-            '<th>count</th><th>what it means</th><th>permitted?</th></tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table></section>")
+        rows.append(
+            f'<tr class="{kind}"><td><span class="badge {kind}">{kind.upper()}</span></td>'
+            f'<td><a href="#anomaly-{esc(name)}">{esc(name)}</a></td>'
+            f'<td class="num">{fmt_num(anomaly.get("count"))}</td>'
+            f"<td>{esc(explain(name))}</td><td>{esc(why)}</td></tr>"
+        )
+    return (
+        '<section id="summary"><h2>Anomalies</h2><table class="summary"><thead><tr><th></th><th>anomaly</th>'
+        "<th>count</th><th>what it means</th><th>permitted?</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></section>"
+    )
 
 
 def _op_text(op_id, windows: Windows) -> str:
@@ -338,8 +389,10 @@ def _op_text(op_id, windows: Windows) -> str:
     stop = f"{op.complete_time / 1e9:.3f}s" if op.complete_time is not None else "?"
     error = f' <span class="err">{esc(op.error)}</span>' if op.error else ""
     summary = f' <span class="mops">{esc(op.summary())}</span>' if op.summary() else ""
-    return (f'<li>op {esc(op_id)}: process {esc(op.process)} <b>{esc(op.f)}</b> '
-            f'<span class="outcome {esc(op.type)}">{esc(op.type)}</span> {start} &rarr; {stop}{error}{summary}</li>')
+    return (
+        f"<li>op {esc(op_id)}: process {esc(op.process)} <b>{esc(op.f)}</b> "
+        f'<span class="outcome {esc(op.type)}">{esc(op.type)}</span> {start} &rarr; {stop}{error}{summary}</li>'
+    )
 
 
 def _list(value) -> str:
@@ -352,12 +405,17 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
     allowed = bool(anomaly.get("allowed"))
     kind = "permitted" if allowed else "bad"
     examples = [e for e in anomaly.get("examples") or [] if isinstance(e, dict)]
-    why = (f'Permitted here because <b>{esc(anomaly.get("why_allowed") or "the configuration allows it")}</b>.'
-           if allowed else "Bad: no setting of this run permits it, so the system broke a promise it made.")
-    parts = [f'<section class="anomaly {kind}" id="anomaly-{esc(name)}">',
-             f'<h3><span class="badge {kind}">{kind.upper()}</span> {esc(name)} '
-             f'<span class="count">&times; {fmt_num(anomaly.get("count"))}</span></h3>',
-             f'<p class="explain">{esc(explain(name))}</p><p class="why">{why}</p>']
+    why = (
+        f"Permitted here because <b>{esc(anomaly.get('why_allowed') or 'the configuration allows it')}</b>."
+        if allowed
+        else "Bad: no setting of this run permits it, so the system broke a promise it made."
+    )
+    parts = [
+        f'<section class="anomaly {kind}" id="anomaly-{esc(name)}">',
+        f'<h3><span class="badge {kind}">{kind.upper()}</span> {esc(name)} '
+        f'<span class="count">&times; {fmt_num(anomaly.get("count"))}</span></h3>',
+        f'<p class="explain">{esc(explain(name))}</p><p class="why">{why}</p>',
+    ]
     if anomaly.get("description"):
         parts.append(f'<p class="desc">Checker definition: {esc(anomaly["description"])}</p>')
     if not examples:
@@ -368,20 +426,24 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
         for number, example in enumerate(examples, 1):
             key = example.get("key")
             where = run.key_location(key)
-            link = (f' <a href="#partition-{esc(key)}">log</a>' if str(key) in partitions else "")
+            link = f' <a href="#partition-{esc(key)}">log</a>' if str(key) in partitions else ""
             values = example.get("values", example.get("value"))
             offsets = example.get("offsets", example.get("offset"))
             ops = as_list(example.get("ops"))
-            ops_html = "<ul class=\"ops\">" + "".join(_op_text(o, windows) for o in ops) + "</ul>" if ops else ""
+            ops_html = '<ul class="ops">' + "".join(_op_text(o, windows) for o in ops) + "</ul>" if ops else ""
             cycle = f'<div class="cycle">cycle: {esc(example.get("cycle"))}</div>' if example.get("cycle") else ""
             nemesis = _list(example.get("nemesis")) if example.get("nemesis") else '<span class="missing">none</span>'
-            rows.append(f'<tr><td>{number}</td><td>{esc(key)}</td><td>{esc(where) or "?"}{link}</td>'
-                        f'<td>{_list(offsets)}</td><td class="value">{_list(values)}</td>'
-                        f'<td>{ops_html}{cycle}</td><td>{nemesis}</td></tr>')
+            rows.append(
+                f"<tr><td>{number}</td><td>{esc(key)}</td><td>{esc(where) or '?'}{link}</td>"
+                f'<td>{_list(offsets)}</td><td class="value">{_list(values)}</td>'
+                f"<td>{ops_html}{cycle}</td><td>{nemesis}</td></tr>"
+            )
         shown = f"{len(examples)} of {fmt_num(anomaly.get('count'))}"
-        parts.append(f'<p>Instances (showing {shown}):</p><table class="instances"><thead><tr><th>#</th><th>key</th>'
-                     '<th>topic-partition</th><th>offset(s)</th><th>value(s)</th><th>ops involved</th>'
-                     '<th>faults active</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+        parts.append(
+            f'<p>Instances (showing {shown}):</p><table class="instances"><thead><tr><th>#</th><th>key</th>'
+            "<th>topic-partition</th><th>offset(s)</th><th>value(s)</th><th>ops involved</th>"
+            "<th>faults active</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        )
         for number, example in enumerate(examples[:TIMELINE_EXAMPLES], 1):
             ids = [o for o in as_list(example.get("ops")) if isinstance(o, int)]
             if not ids:
@@ -391,9 +453,11 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
                 named = ", ".join(str(o.op) for o in group if o.op in ids)
                 picture = svg.process_timeline(group, faults, set(ids))
                 if picture:
-                    parts.append(f'<div class="tl"><p class="caption">Instance {number}: operations per process around '
-                                 f'op {esc(named)} (outlined: the ops involved; green ok, red fail, amber info; '
-                                 f'shaded: faults)</p>{picture}</div>')
+                    parts.append(
+                        f'<div class="tl"><p class="caption">Instance {number}: operations per process around '
+                        f"op {esc(named)} (outlined: the ops involved; green ok, red fail, amber info; "
+                        f"shaded: faults)</p>{picture}</div>"
+                    )
             if not clusters and windows.note:
                 parts.append(f'<p class="note">{esc(windows.note)}</p>')
     parts.append("</section>")
@@ -410,15 +474,19 @@ def anomalies_sections(run: Run, windows: Windows, faults) -> str:
     if bad:
         out += '<section id="bad"><h2>Bad anomalies</h2>' + "".join(bad) + "</section>"
     if allowed:
-        out += ('<section id="permitted"><h2>Permitted anomalies</h2><p class="note">This configuration does not '
-                'promise to prevent these; they do not make the run invalid.</p>' + "".join(allowed) + "</section>")
+        out += (
+            '<section id="permitted"><h2>Permitted anomalies</h2><p class="note">This configuration does not '
+            "promise to prevent these; they do not make the run invalid.</p>" + "".join(allowed) + "</section>"
+        )
     return out
 
 
 def partitions_section(run: Run) -> str:
     partitions = run.results.get("partitions")
     if not isinstance(partitions, dict) or not partitions:
-        note = "" if not run.anomalies else '<p class="note">results.json has no partition pictures (older checker?).</p>'
+        note = (
+            "" if not run.anomalies else '<p class="note">results.json has no partition pictures (older checker?).</p>'
+        )
         return f'<section id="partitions"><h2>Partition logs</h2>{note}</section>' if note else ""
     highlight: dict[str, set] = defaultdict(set)
     named_by: dict[str, set] = defaultdict(set)
@@ -429,8 +497,10 @@ def partitions_section(run: Run) -> str:
             named_by[str(example.get("key"))].add(name)
             offsets = example.get("offsets") if isinstance(example.get("offsets"), list) else [example.get("offset")]
             highlight[str(example.get("key"))].update(o for o in offsets if o is not None)
-    parts = ['<section id="partitions"><h2>Partition logs</h2><p class="note">One cell per offset, left to right, '
-             'in rows of 50; outlined (cyan) cells are the offsets named by an anomaly. Hover a cell for its value.</p>']
+    parts = [
+        '<section id="partitions"><h2>Partition logs</h2><p class="note">One cell per offset, left to right, '
+        "in rows of 50; outlined (cyan) cells are the offsets named by an anomaly. Hover a cell for its value.</p>"
+    ]
     statuses = set()
     for key, picture in sorted(partitions.items(), key=lambda kv: str(kv[0])):
         if not isinstance(picture, dict):
@@ -440,12 +510,19 @@ def partitions_section(run: Run) -> str:
         for entry in offsets:
             counts[str(entry.get("status"))] += 1
         statuses.update(counts)
-        where = f'{picture.get("topic", "?")}-{picture.get("partition", "?")}'
-        cut = ' <span class="note">(truncated to the offsets around the anomalies)</span>' if picture.get("truncated") else ""
+        where = f"{picture.get('topic', '?')}-{picture.get('partition', '?')}"
+        cut = (
+            ' <span class="note">(truncated to the offsets around the anomalies)</span>'
+            if picture.get("truncated")
+            else ""
+        )
         tally = ", ".join(f"{esc(s)}: {n}" for s, n in sorted(counts.items()))
         names = ", ".join(f'<a href="#anomaly-{esc(n)}">{esc(n)}</a>' for n in sorted(named_by.get(str(key), ())))
-        parts.append(f'<div class="partition" id="partition-{esc(key)}"><h3>key {esc(key)} &rarr; {esc(where)}{cut}</h3>'
-                     f'<p>{f"anomalies here: {names}. " if names else ""}offsets by status: {tally}</p>{svg.partition_log(offsets, highlight=highlight.get(str(key)))}</div>')
+        parts.append(
+            f'<div class="partition" id="partition-{esc(key)}"><h3>key {esc(key)} &rarr; {esc(where)}{cut}</h3>'
+            f"<p>{f'anomalies here: {names}. ' if names else ''}offsets by status: {tally}</p>"
+            f"{svg.partition_log(offsets, highlight=highlight.get(str(key)))}</div>"
+        )
     parts.append(svg.status_legend(statuses))
     parts.append("</section>")
     return "".join(parts)
@@ -458,10 +535,13 @@ def charts_section(run: Run, faults, marks=()) -> str:
     parts = ['<section id="charts"><h2>Throughput and latency over time</h2>']
     parts.append(fault_legend(faults))
     if marks:
-        parts.append('<p class="note">Red triangles above the charts mark when a bad anomaly happened '
-                     '(hover for which).</p>')
+        parts.append(
+            '<p class="note">Red triangles above the charts mark when a bad anomaly happened (hover for which).</p>'
+        )
     if not rows:
-        parts.append('<p class="note">results.json has no stats.timeseries, so no throughput or latency charts.</p></section>')
+        parts.append(
+            '<p class="note">results.json has no stats.timeseries, so no throughput or latency charts.</p></section>'
+        )
         return "".join(parts)
     bucket = float(series.get("bucket_s") or 1.0)
     x_max = duration_s(run) or max(r["t"] for r in rows) + bucket
@@ -479,8 +559,11 @@ def charts_section(run: Run, faults, marks=()) -> str:
                 if 0 <= slot < buckets:
                     counts[slot] += float(row.get("count") or 0)
             # the last bucket may be partial: divide by the time it covers, not by bucket_s
-            line = svg.Series(f"{f} {kind}", colour, [(i * bucket, c / max(min(bucket, x_max - i * bucket), bucket / 10))
-                                                      for i, c in enumerate(counts)])
+            line = svg.Series(
+                f"{f} {kind}",
+                colour,
+                [(i * bucket, c / max(min(bucket, x_max - i * bucket), bucket / 10)) for i, c in enumerate(counts)],
+            )
             # failures are few next to successes: their own chart keeps an error burst visible
             if kind == "ok":
                 throughput.append(line)
@@ -495,16 +578,40 @@ def charts_section(run: Run, faults, marks=()) -> str:
                     latency.append(svg.Series(f"{f} {kind} {field[:3]}", colour, points, dash))
         parts.append(f'<div class="chartrow" id="chart-{esc(f)}">')
         if throughput:
-            parts.append(svg.line_chart(throughput, x_max, faults, title=f"{f}: successful (ok) operations per second",
-                                        y_label="ops/s", marks=marks))
+            parts.append(
+                svg.line_chart(
+                    throughput,
+                    x_max,
+                    faults,
+                    title=f"{f}: successful (ok) operations per second",
+                    y_label="ops/s",
+                    marks=marks,
+                )
+            )
         if errors:
-            parts.append(svg.line_chart(errors, x_max, faults, title=f"{f}: failed (fail) and unknown-outcome (info) "
-                                        "operations per second", y_label="ops/s", marks=marks))
+            parts.append(
+                svg.line_chart(
+                    errors,
+                    x_max,
+                    faults,
+                    title=f"{f}: failed (fail) and unknown-outcome (info) operations per second",
+                    y_label="ops/s",
+                    marks=marks,
+                )
+            )
         else:
             parts.append(f'<p class="note">{esc(f)}: no failed or unknown-outcome operations.</p>')
         if latency:
-            parts.append(svg.line_chart(latency, x_max, faults, title=f"{f}: latency (solid: ok p50; dashed: p99 "
-                                        "of each outcome)", y_label="ms", marks=marks))
+            parts.append(
+                svg.line_chart(
+                    latency,
+                    x_max,
+                    faults,
+                    title=f"{f}: latency (solid: ok p50; dashed: p99 of each outcome)",
+                    y_label="ms",
+                    marks=marks,
+                )
+            )
         parts.append("</div>")
     parts.append(latency_table(stats))
     parts.append("</section>")
@@ -514,34 +621,50 @@ def charts_section(run: Run, faults, marks=()) -> str:
 def fault_legend(faults) -> str:
     if not faults:
         return '<p class="note">No fault windows recorded (no nemesis in results.json).</p>'
-    rows = "".join(f'<tr><td><span class="swatch" style="background:{svg.FAULT_COLOURS.get(w.kind)}"></span>{esc(w.kind)}</td>'
-                   f'<td>{esc(w.label)}</td><td class="num">{w.start:.1f}s</td>'
-                   f'<td class="num">{"never healed" if w.stop is None else f"{w.stop:.1f}s"}</td></tr>' for w in faults)
+    rows = "".join(
+        f'<tr><td><span class="swatch" style="background:{svg.FAULT_COLOURS.get(w.kind)}"></span>{esc(w.kind)}</td>'
+        f'<td>{esc(w.label)}</td><td class="num">{w.start:.1f}s</td>'
+        f'<td class="num">{"never healed" if w.stop is None else f"{w.stop:.1f}s"}</td></tr>'
+        for w in faults
+    )
     kinds = sorted({w.kind for w in faults})
-    key = " &nbsp; ".join(f'<span class="swatch" style="background:{svg.FAULT_COLOURS.get(k)}"></span>{esc(k)}' for k in kinds)
+    key = " &nbsp; ".join(
+        f'<span class="swatch" style="background:{svg.FAULT_COLOURS.get(k)}"></span>{esc(k)}' for k in kinds
+    )
     state = " open" if len(faults) <= 8 else ""
-    return (f'<div class="legend">Shaded in every chart: {key}. Hover a shaded band for the fault and its times.</div>'
-            f'<details{state}><summary>All {len(faults)} fault windows</summary><table class="faults"><thead><tr><th>kind</th>'
-            '<th>fault</th><th>start</th><th>healed</th></tr></thead><tbody>' + rows + "</tbody></table></details>")
+    return (
+        f'<div class="legend">Shaded in every chart: {key}. Hover a shaded band for the fault and its times.</div>'
+        f"<details{state}><summary>All {len(faults)} fault windows</summary>"
+        '<table class="faults"><thead><tr><th>kind</th>'
+        "<th>fault</th><th>start</th><th>healed</th></tr></thead><tbody>" + rows + "</tbody></table></details>"
+    )
 
 
 def latency_table(stats: dict) -> str:
     rows = [r for r in as_list(stats.get("latency")) if isinstance(r, dict)]
     if not rows:
         return ""
-    body = "".join(f'<tr><td>{esc(r.get("f"))}</td><td><span class="outcome {esc(r.get("type"))}">{esc(r.get("type"))}</span></td>'
-                   f'<td class="num">{fmt_num(r.get("count"))}</td><td class="num">{fmt_num(r.get("p50_ms"))}</td>'
-                   f'<td class="num">{fmt_num(r.get("p90_ms"))}</td><td class="num">{fmt_num(r.get("p99_ms"))}</td>'
-                   f'<td class="num">{fmt_num(r.get("max_ms"))}</td></tr>' for r in rows)
-    return ('<table class="latency"><thead><tr><th>op</th><th>outcome</th><th>count</th><th>p50 ms</th><th>p90 ms</th>'
-            '<th>p99 ms</th><th>max ms</th></tr></thead><tbody>' + body + "</tbody></table>")
+    body = "".join(
+        f'<tr><td>{esc(r.get("f"))}</td><td><span class="outcome {esc(r.get("type"))}">{esc(r.get("type"))}</span></td>'
+        f'<td class="num">{fmt_num(r.get("count"))}</td><td class="num">{fmt_num(r.get("p50_ms"))}</td>'
+        f'<td class="num">{fmt_num(r.get("p90_ms"))}</td><td class="num">{fmt_num(r.get("p99_ms"))}</td>'
+        f'<td class="num">{fmt_num(r.get("max_ms"))}</td></tr>'
+        for r in rows
+    )
+    return (
+        '<table class="latency"><thead><tr><th>op</th><th>outcome</th><th>count</th><th>p50 ms</th><th>p90 ms</th>'
+        "<th>p99 ms</th><th>max ms</th></tr></thead><tbody>" + body + "</tbody></table>"
+    )
 
 
 def lag_section(run: Run, faults, marks=()) -> str:
     lag = run.section("stats").get("lag")
     lag = lag if isinstance(lag, dict) else {}
-    rows = [r for r in as_list(lag.get("rows")) if isinstance(r, dict) and isinstance(r.get("t"), (int, float))
-            and isinstance(r.get("lag_ms"), (int, float))]
+    rows = [
+        r
+        for r in as_list(lag.get("rows"))
+        if isinstance(r, dict) and isinstance(r.get("t"), (int, float)) and isinstance(r.get("lag_ms"), (int, float))
+    ]
     if not rows:
         return '<section id="lag"><h2>Consumer lag</h2><p class="note">results.json has no stats.lag.</p></section>'
     bucket = float(lag.get("bucket_s") or 1.0)
@@ -552,15 +675,23 @@ def lag_section(run: Run, faults, marks=()) -> str:
         points[row["t"]] = max(points.get(row["t"], 0.0), float(row["lag_ms"]))
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     if len(by_key) <= len(palette):
-        series = [svg.Series(f"key {k}", palette[i], sorted(v.items())) for i, (k, v) in enumerate(sorted(by_key.items()))]
+        series = [
+            svg.Series(f"key {k}", palette[i], sorted(v.items())) for i, (k, v) in enumerate(sorted(by_key.items()))
+        ]
     else:
         worst: dict[float, float] = defaultdict(float)
         for points in by_key.values():
             for t, value in points.items():
                 worst[t] = max(worst[t], value)
         series = [svg.Series(f"max of {len(by_key)} keys", palette[0], sorted(worst.items()))]
-    chart = svg.line_chart(series, x_max, faults, title="consumer real-time lag: acknowledged send to read (max per bucket)",
-                           y_label="lag ms", marks=marks)
+    chart = svg.line_chart(
+        series,
+        x_max,
+        faults,
+        title="consumer real-time lag: acknowledged send to read (max per bucket)",
+        y_label="lag ms",
+        marks=marks,
+    )
     return f'<section id="lag"><h2>Consumer lag</h2>{chart}</section>'
 
 
@@ -569,8 +700,10 @@ def elle_section(run: Run) -> str:
     if not isinstance(elle, dict):
         return '<section id="elle"><h2>Elle</h2><p class="note">results.json has no Elle section.</p></section>'
     if not elle.get("available"):
-        return (f'<section id="elle"><h2>Elle</h2><p>Elle was not run: {esc(elle.get("reason") or "no reason given")}.'
-                '</p></section>')
+        return (
+            f'<section id="elle"><h2>Elle</h2><p>Elle was not run: {esc(elle.get("reason") or "no reason given")}.'
+            "</p></section>"
+        )
     items = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in sorted(elle.items()) if k != "available")
     return f'<section id="elle"><h2>Elle</h2><p>Elle ran on this history.</p><table>{items}</table></section>'
 
@@ -582,12 +715,18 @@ def stats_section(run: Run) -> str:
         return ""
     cells = [(k, stats.get(k)) for k in ("ops", "ok", "fail", "info", "events") if k in stats]
     by_f = stats.get("by_f") if isinstance(stats.get("by_f"), dict) else {}
-    cells += [(f"{f}", ", ".join(f"{t} {fmt_num(n)}" for t, n in counts.items()))
-              for f, counts in sorted(by_f.items()) if isinstance(counts, dict)]
+    cells += [
+        (f"{f}", ", ".join(f"{t} {fmt_num(n)}" for t, n in counts.items()))
+        for f, counts in sorted(by_f.items())
+        if isinstance(counts, dict)
+    ]
     if checker:
         cells.append(("checker", ", ".join(f"{k} {fmt_num(v)}" for k, v in sorted(checker.items()))))
-    body = "".join(f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">'
-                   f'{fmt_num(v) if isinstance(v, (int, float)) else esc(v)}</div></div>' for k, v in cells)
+    body = "".join(
+        f'<div class="kv"><div class="k">{esc(k)}</div><div class="v">'
+        f"{fmt_num(v) if isinstance(v, (int, float)) else esc(v)}</div></div>"
+        for k, v in cells
+    )
     return f'<section id="stats"><h2>Operations</h2><div class="grid">{body}</div></section>'
 
 
@@ -616,15 +755,31 @@ def render(run: Run) -> str:
     marks = anomaly_marks(run, windows)
     verdict = run.verdict if run.results else "unknown"
     title = f"{verdict.upper()}: {run.test.get('name') or run.directory.name} - Gregor"
-    nav = ('<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
-           '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
-           '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>')
-    body = [banner(run), nav, notes_section(run, windows), skipped_section(run), setup_section(run),
-            truncation_section(run), summary_table(run),
-            anomalies_sections(run, windows, faults), partitions_section(run), charts_section(run, faults, marks),
-            lag_section(run, faults, marks), elle_section(run), stats_section(run)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<link rel=\"icon\" href=\"data:,\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-            + "".join(body) + '<footer>Written by Gregor from test.json, results.json and history.jsonl.</footer></body></html>\n')
+    nav = (
+        '<nav><a href="#verdict">verdict</a><a href="#setup">setup</a><a href="#summary">anomalies</a>'
+        '<a href="#partitions">partition logs</a><a href="#charts">throughput &amp; latency</a>'
+        '<a href="#lag">lag</a><a href="#elle">elle</a><a href="#stats">operations</a></nav>'
+    )
+    body = [
+        banner(run),
+        nav,
+        notes_section(run, windows),
+        skipped_section(run),
+        setup_section(run),
+        truncation_section(run),
+        summary_table(run),
+        anomalies_sections(run, windows, faults),
+        partitions_section(run),
+        charts_section(run, faults, marks),
+        lag_section(run, faults, marks),
+        elle_section(run),
+        stats_section(run),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        + "".join(body)
+        + "<footer>Written by Gregor from test.json, results.json and history.jsonl.</footer></body></html>\n"
+    )

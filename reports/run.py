@@ -83,7 +83,9 @@ def load_run(run_dir: str | Path) -> Run:
     if not directory.is_dir():
         raise GregorError(f"{directory} is not a directory; give a run directory such as store/<test>/<time>")
     if not (directory / "test.json").exists() and not (directory / "results.json").exists():
-        raise GregorError(f"{directory} has neither test.json nor results.json; give a run directory such as store/<test>/<time>")
+        raise GregorError(
+            f"{directory} has neither test.json nor results.json; give a run directory such as store/<test>/<time>"
+        )
     notes: list[str] = []
     test = _read_json(directory / "test.json", notes)
     results = _read_json(directory / "results.json", notes)

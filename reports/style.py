@@ -31,10 +31,12 @@ table.summary td:nth-child(2){white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 table.summary tr.bad td{background:#fdecee}
 table.summary tr.permitted td{color:#555}
-.badge{display:inline-block;font-size:11px;font-weight:800;padding:2px 7px;border-radius:4px;color:#fff;vertical-align:middle}
+.badge{display:inline-block;font-size:11px;font-weight:800;padding:2px 7px;border-radius:4px;color:#fff;
+ vertical-align:middle}
 .badge.bad{background:#c0172b}
 .badge.permitted{background:#7f8c8d}
-.anomaly{background:#fff;border:1px solid #e1e4e8;border-left:8px solid #c0172b;border-radius:6px;padding:6px 16px 12px;margin:12px 0}
+.anomaly{background:#fff;border:1px solid #e1e4e8;border-left:8px solid #c0172b;border-radius:6px;
+ padding:6px 16px 12px;margin:12px 0}
 .anomaly.permitted{border-left-color:#9aa5ad;background:#fafbfc}
 .anomaly .count{font-size:15px;color:#444;font-weight:normal}
 .explain{font-size:15px;margin:4px 0}
@@ -48,7 +50,8 @@ ul.ops{margin:0;padding-left:16px;font-size:12px}
 .err{color:#c0172b;font-family:ui-monospace,monospace}
 .outcome{font-weight:700}
 .outcome.ok{color:#1e7e34}.outcome.fail{color:#c0172b}.outcome.info{color:#b07d00}
-.partition{background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:4px 14px 10px;margin:10px 0;overflow-x:auto}
+.partition{background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:4px 14px 10px;margin:10px 0;
+ overflow-x:auto}
 .legend{font-size:12px;margin:6px 0}
 .swatch{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle;border:1px solid #999}
 .chartrow svg{max-width:100%;height:auto}

@@ -126,9 +126,14 @@ def collect(history: Path, op_ids, radius: int = 40) -> Windows:
             invoke = last_invoke.pop(process, None) or {}
             index = event.get("index", line_no)
             ops[index] = Op(
-                op=index, process=process, f=str(event.get("f", invoke.get("f", "?"))),
-                type=str(kind), invoke_time=invoke.get("time"), complete_time=event.get("time"),
-                error=event.get("error"), mops=event.get("mops") or invoke.get("mops") or [],
+                op=index,
+                process=process,
+                f=str(event.get("f", invoke.get("f", "?"))),
+                type=str(kind),
+                invoke_time=invoke.get("time"),
+                complete_time=event.get("time"),
+                error=event.get("error"),
+                mops=event.get("mops") or invoke.get("mops") or [],
                 value=event.get("value"),
             )
     return Windows(ops, True)

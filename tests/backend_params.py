@@ -10,7 +10,7 @@ def test_backends() -> list[str]:
     return [b.strip() for b in os.environ.get("GREGOR_TEST_BACKENDS", "local,docker").split(",") if b.strip()]
 
 
-test_backends.__test__ = False   # a helper, not a test
+test_backends.__test__ = False  # a helper, not a test
 
 
 def lab_name(base: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from backend_params import test_backends
 
 
@@ -22,9 +21,9 @@ class LabKeeper:
     asks for other broker settings (bringing a lab up takes 5-15 s)."""
 
     def __init__(self, names: dict[str, str], options=lambda backend: {}):
-        self.names = names          # backend -> lab name
-        self.options = options      # backend -> what it must be given (the SSH backend: its hosts)
-        self.current: dict = {}     # backend -> Lab
+        self.names = names  # backend -> lab name
+        self.options = options  # backend -> what it must be given (the SSH backend: its hosts)
+        self.current: dict = {}  # backend -> Lab
         self.owned: set[str] = set()
 
     def get(self, backend: str, overrides: dict):
@@ -41,8 +40,14 @@ class LabKeeper:
         except GregorError:
             self.current.pop(backend, None)
             Lab.down(name, progress=lambda _m: None, backend=backend, backend_options=self.options(backend))
-            found = Lab.up(nodes=3, name=name, broker_overrides=overrides, progress=print, backend=backend,
-                           backend_options=self.options(backend))
+            found = Lab.up(
+                nodes=3,
+                name=name,
+                broker_overrides=overrides,
+                progress=print,
+                backend=backend,
+                backend_options=self.options(backend),
+            )
             self.owned.add(backend)
         self.current[backend] = found
         return found
@@ -60,6 +65,7 @@ class LabKeeper:
 def ssh_hosts(tmp_path_factory):
     """Hosts with real sshd for the SSH backend, started on first use (tests/ssh_hosts.py)."""
     from ssh_hosts import SshHosts
+
     hosts = SshHosts(tmp_path_factory.mktemp("ssh-hosts"))
     yield hosts
     hosts.stop()
@@ -68,15 +74,21 @@ def ssh_hosts(tmp_path_factory):
 @pytest.fixture(scope="session")
 def lab_keeper(ssh_hosts):
     from backend_params import lab_name
-    keeper = LabKeeper({"local": lab_name("nem"), "docker": lab_name("nemd"), "ssh": lab_name("nems")},
-                       options=lambda backend: ssh_hosts.options() if backend == "ssh" else {})
+
+    keeper = LabKeeper(
+        {"local": lab_name("nem"), "docker": lab_name("nemd"), "ssh": lab_name("nems")},
+        options=lambda backend: ssh_hosts.options() if backend == "ssh" else {},
+    )
     yield keeper
     keeper.close()
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "first_backend_only: backend-independent; runs on the first "
-                                       "backend only unless GREGOR_TEST_EVERY_BACKEND is set")
+    config.addinivalue_line(
+        "markers",
+        "first_backend_only: backend-independent; runs on the first "
+        "backend only unless GREGOR_TEST_EVERY_BACKEND is set",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -84,9 +96,13 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("GREGOR_TEST_EVERY_BACKEND"):
         return
     first = (test_backends() or [None])[0]
-    dropped = [item for item in items if item.get_closest_marker("first_backend_only")
-               and getattr(item, "callspec", None) is not None
-               and item.callspec.params.get("lab", first) != first]
+    dropped = [
+        item
+        for item in items
+        if item.get_closest_marker("first_backend_only")
+        and getattr(item, "callspec", None) is not None
+        and item.callspec.params.get("lab", first) != first
+    ]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]

@@ -23,6 +23,7 @@ class SshHosts:
     def sandbox(self):
         if self._sandbox is None:
             from harness.backends import ssh_sandbox
+
             self._sandbox = ssh_sandbox.start(self.name, HOSTS, str(self.directory), progress=print)
         return self._sandbox
 
@@ -33,6 +34,7 @@ class SshHosts:
         if self._sandbox is not None:
             from harness.backends import ssh_sandbox
             from harness.backends.ssh import close_connections
+
             close_connections()
             ssh_sandbox.stop(self.name)
             self._sandbox = None

@@ -39,26 +39,27 @@ PR_SET_PDEATHSIG = 1
 @dataclass(frozen=True)
 class ClientSpec:
     """Everything a client process needs; picklable."""
+
     slot: int
     process: int
-    role: str                   # producer, consumer, txn, zombie, feeder, copier, verifier, member
-    module: str                 # workloads.<name> providing make_client(spec, link)
-    stride: int                 # number of slots (= concurrency): process id step
+    role: str  # producer, consumer, txn, zombie, feeder, copier, verifier, member
+    module: str  # workloads.<name> providing make_client(spec, link)
+    stride: int  # number of slots (= concurrency): process id step
     seed: int
-    keys: list                  # the keys this client works on
-    key_map: dict               # key -> [topic, partition] (str keys, as in test.json)
+    keys: list  # the keys this client works on
+    key_map: dict  # key -> [topic, partition] (str keys, as in test.json)
     bootstrap: str
-    options: dict               # workload options (acks, batch, isolation, ...)
-    start_ns: int               # monotonic ns of the test start
-    deadline: float             # time.monotonic() at which the main phase ends
-    rate: float = 0.0           # ops/s for this client (0: unpaced)
+    options: dict  # workload options (acks, batch, isolation, ...)
+    start_ns: int  # monotonic ns of the test start
+    deadline: float  # time.monotonic() at which the main phase ends
+    rate: float = 0.0  # ops/s for this client (0: unpaced)
     generation: int = 0
     txn_id: str | None = None
     group: str | None = None
-    place: object = None        # harness.protocols.ClientPlace: a network place of its own
+    place: object = None  # harness.protocols.ClientPlace: a network place of its own
     extra: dict = field(default_factory=dict)
-    log_path: str | None = None   # where the client's stderr (librdkafka's log) goes
-    client_config: dict = field(default_factory=dict)   # --client-config (security); never recorded
+    log_path: str | None = None  # where the client's stderr (librdkafka's log) goes
+    client_config: dict = field(default_factory=dict)  # --client-config (security); never recorded
 
 
 class Link:
@@ -111,12 +112,10 @@ class Client:
         self.pending = event
         return event
 
-    def complete(self, type_: str, mops: list | None = None, error: str | None = None,
-                 **extra) -> dict:
+    def complete(self, type_: str, mops: list | None = None, error: str | None = None, **extra) -> dict:
         invoked = self.pending
         assert invoked is not None, "completion without invoke"
-        event = {"time": self.link.now_ns(), "process": self.process, "type": type_,
-                 "f": invoked["f"]}
+        event = {"time": self.link.now_ns(), "process": self.process, "type": type_, "f": invoked["f"]}
         if mops is not None:
             event["mops"] = mops
         for name in ("keys", "txn_id", "group", "resend"):
@@ -167,7 +166,7 @@ def _pending_mops(client: Client) -> list | None:
 def _die_with_parent(parent_pid: int) -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:      # the parent died before prctl
+    if os.getppid() != parent_pid:  # the parent died before prctl
         os._exit(1)
 
 
@@ -175,7 +174,7 @@ def enter_child(parent_pid: int, log_path: str | None) -> None:
     """What every child of the controller does first: die with it, leave
     Ctrl-C to it, and send its stderr (librdkafka's complaints) to its log."""
     _die_with_parent(parent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when to stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides when to stop
     if log_path:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -208,17 +207,16 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
             except (BrokenPipeError, EOFError):
                 raise
             except Exception as exc:  # a client bug or an unexpected library error
-                link.emit({"_log": f"client {client.process} crashed: {exc!r}\n"
-                                   + traceback.format_exc(limit=3)})
+                link.emit({"_log": f"client {client.process} crashed: {exc!r}\n" + traceback.format_exc(limit=3)})
                 if client.pending is not None:
                     client.complete("info", _pending_mops(client), error=type(exc).__name__)
                 else:
                     client.crashed()
-                time.sleep(0.2)      # no hot loop when the cluster keeps refusing
-        if client.pending is not None:     # stopped mid-op by a bug path: never leave it open
+                time.sleep(0.2)  # no hot loop when the cluster keeps refusing
+        if client.pending is not None:  # stopped mid-op by a bug path: never leave it open
             client.complete("info", _pending_mops(client), error="stopped")
     except (BrokenPipeError, EOFError):
-        os._exit(0)                          # the controller is gone
+        os._exit(0)  # the controller is gone
     finally:
         try:
             if client is not None:
@@ -232,6 +230,7 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
 
 
 # -- the controller side ---------------------------------------------------------
+
 
 def _start_time(pid: int) -> str | None:
     stat = proc_stat(pid)
@@ -281,7 +280,7 @@ def kill_leftover_clients(lab_name: str, progress=None) -> int:
             continue
         if _start_time(pid) == started:
             try:
-                os.kill(pid, signal.SIGKILL)   # delivered to stopped processes too
+                os.kill(pid, signal.SIGKILL)  # delivered to stopped processes too
                 killed += 1
             except ProcessLookupError:
                 pass
@@ -299,12 +298,12 @@ class _Live:
     spec: ClientSpec
     proc: multiprocessing.Process
     conn: object
-    process: int                        # current logical id
-    pending: dict | None = None         # last invoke without completion
-    committing: int | None = None       # commit_time, once the pending txn op asked Kafka to commit
-    written: int | None = None          # when the pending txn op's writes were all acknowledged
-    polled: list | None = None          # poll mops the pending op received, told before it processed them
-    polled_at: float = 0.0              # time.monotonic() when it told them
+    process: int  # current logical id
+    pending: dict | None = None  # last invoke without completion
+    committing: int | None = None  # commit_time, once the pending txn op asked Kafka to commit
+    written: int | None = None  # when the pending txn op's writes were all acknowledged
+    polled: list | None = None  # poll mops the pending op received, told before it processed them
+    polled_at: float = 0.0  # time.monotonic() when it told them
     done: bool = False
 
 
@@ -346,8 +345,11 @@ def left_open_sends(completion: dict | None) -> list[dict]:
 
 def sends_of(event: dict | None) -> list[dict]:
     """An op's sends as fresh send mops (key and value only), to send again."""
-    return [{"f": "send", "key": m["key"], "value": m["value"]}
-            for m in (event or {}).get("mops") or () if m.get("f") == "send"]
+    return [
+        {"f": "send", "key": m["key"], "value": m["value"]}
+        for m in (event or {}).get("mops") or ()
+        if m.get("f") == "send"
+    ]
 
 
 def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[dict]:
@@ -356,8 +358,7 @@ def with_unperformed_sends(done: list[dict], invoke_mops: list[dict]) -> list[di
     for `fail` and `info`; a fenced instance's unsent writes are exactly what
     a zombie-write check looks for)."""
     performed = {(m.get("key"), m.get("value")) for m in done if m.get("f") == "send"}
-    rest = [dict(m) for m in invoke_mops
-            if m.get("f") == "send" and (m.get("key"), m.get("value")) not in performed]
+    rest = [dict(m) for m in invoke_mops if m.get("f") == "send" and (m.get("key"), m.get("value")) not in performed]
     return list(done) + rest
 
 
@@ -367,8 +368,8 @@ class ClientPool:
     def __init__(self, writer, lab_name: str, observe=None, log=print, resend: bool = False):
         self.writer = writer
         self.lab_name = lab_name
-        self.resend = resend              # a replacement first sends again its predecessor's unsure sends
-        self.observe = observe            # called with every recorded client event
+        self.resend = resend  # a replacement first sends again its predecessor's unsure sends
+        self.observe = observe  # called with every recorded client event
         self.log = log
         self.mp = multiprocessing.get_context("spawn")
         self.live: dict[int, _Live] = {}
@@ -427,8 +428,13 @@ class ClientPool:
         acknowledged and not yet asked to commit: its transaction is open."""
         with self.lock:
             live = self.live.get(slot)
-            return bool(live and not live.done and live.pending is not None
-                        and live.written is not None and live.committing is None)
+            return bool(
+                live
+                and not live.done
+                and live.pending is not None
+                and live.written is not None
+                and live.committing is None
+            )
 
     def pending_sends(self, slot: int) -> list[dict]:
         """The sends of the op the client has in flight (key and value), if any."""
@@ -440,15 +446,23 @@ class ClientPool:
     def infos(self) -> list[ClientInfo]:
         now = time.monotonic()
         with self.lock:
-            return [ClientInfo(process=l.process, pid=l.proc.pid, role=l.spec.role,
-                               txn_id=l.spec.txn_id, group=l.spec.group,
-                               place=l.spec.place.name if l.spec.place is not None else None,
-                               busy_s=now - l.polled_at if l.polled is not None and l.pending else None)
-                    for l in self.live.values() if not l.done]
+            return [
+                ClientInfo(
+                    process=live.process,
+                    pid=live.proc.pid,
+                    role=live.spec.role,
+                    txn_id=live.spec.txn_id,
+                    group=live.spec.group,
+                    place=live.spec.place.name if live.spec.place is not None else None,
+                    busy_s=now - live.polled_at if live.polled is not None and live.pending else None,
+                )
+                for live in self.live.values()
+                if not live.done
+            ]
 
     def alive(self) -> int:
         with self.lock:
-            return sum(1 for l in self.live.values() if not l.done)
+            return sum(1 for live in self.live.values() if not live.done)
 
     def stop_all(self, grace_s: float = 20.0) -> None:
         """Asks every client to stop, resumes paused ones, kills stragglers."""
@@ -488,11 +502,11 @@ class ClientPool:
                     break
                 try:
                     box["result"] = fn()
-                except BaseException as exc:   # handed back to the caller
+                except BaseException as exc:  # handed back to the caller
                     box["error"] = exc
                 done.set()
             with self.lock:
-                conns = {l.conn: l for l in self.live.values() if not l.done}
+                conns = {live.conn: live for live in self.live.values() if not live.done}
             if not conns:
                 time.sleep(0.02)
                 continue
@@ -565,8 +579,9 @@ class ClientPool:
 
     def _spawn(self, spec: ClientSpec) -> None:
         parent, child = self.mp.Pipe(duplex=True)
-        proc = self.mp.Process(target=client_main, args=(spec, child, os.getpid()),
-                               name=f"gregor-client-{spec.slot}", daemon=True)
+        proc = self.mp.Process(
+            target=client_main, args=(spec, child, os.getpid()), name=f"gregor-client-{spec.slot}", daemon=True
+        )
         proc.start()
         child.close()
         register_client(self.lab_name, proc.pid)

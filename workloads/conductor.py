@@ -20,10 +20,12 @@ def _one_nemesis_op(action):
     """Holds the op lock shared with the nemesis from the action's invoke to
     its completion: both record as process "nemesis", so their ops must not
     interleave."""
+
     @functools.wraps(action)
     def held(self, *args, **kwargs):
         with self.op_lock:
             return action(self, *args, **kwargs)
+
     return held
 
 
@@ -39,22 +41,29 @@ class ClientFaults:
         self.pool = pool
         self.record = record
         self.ledger = ledger
-        self.paused: dict[int, dict] = {}     # slot -> ledger entry
+        self.paused: dict[int, dict] = {}  # slot -> ledger entry
         self.lock = threading.Lock()
-        self.op_lock = op_lock or threading.Lock()   # RunContext.nemesis_op, shared with the nemesis
+        self.op_lock = op_lock or threading.Lock()  # RunContext.nemesis_op, shared with the nemesis
 
     @_one_nemesis_op
     def pause(self, slot: int, why: str, **extra) -> bool:
         pid, process = self.pool.pid(slot), self.pool.process_of(slot)
         if pid is None:
             return False
-        self.record({"process": "nemesis", "type": "invoke", "f": "pause",
-                     "value": {"nodes": [], "clients": [process], "why": why, **extra}})
+        self.record(
+            {
+                "process": "nemesis",
+                "type": "invoke",
+                "f": "pause",
+                "value": {"nodes": [], "clients": [process], "why": why, **extra},
+            }
+        )
         ident = identity(pid)
         entry = None
         if ident is not None:
-            entry = self.ledger.add({"fault": "pause", "nodes": [], "role": f"client:{why}",
-                                     "clients": [dict(ident, process=process)]})
+            entry = self.ledger.add(
+                {"fault": "pause", "nodes": [], "role": f"client:{why}", "clients": [dict(ident, process=process)]}
+            )
         if entry is not None and pause.pause_client(entry["clients"][0]):
             done = {"nodes": [], "clients": [process], "paused": [process], "pids": [pid], "why": why, **extra}
             with self.lock:
@@ -73,14 +82,24 @@ class ClientFaults:
         if entry is None:
             return
         client = entry["clients"][0]
-        self.record({"process": "nemesis", "type": "invoke", "f": "resume",
-                     "value": {"nodes": [], "clients": [client["process"]], "why": why}})
+        self.record(
+            {
+                "process": "nemesis",
+                "type": "invoke",
+                "f": "resume",
+                "value": {"nodes": [], "clients": [client["process"]], "why": why},
+            }
+        )
         if pause.resume_client(client):
-            done = {"nodes": [], "clients": [client["process"]], "resumed": [client["process"]],
-                    "pids": [client["pid"]], "why": why}
+            done = {
+                "nodes": [],
+                "clients": [client["process"]],
+                "resumed": [client["process"]],
+                "pids": [client["pid"]],
+                "why": why,
+            }
         else:
-            done = {"nodes": [], "clients": [client["process"]], "resumed": [], "gone": [client["process"]],
-                    "why": why}
+            done = {"nodes": [], "clients": [client["process"]], "resumed": [], "gone": [client["process"]], "why": why}
         self.ledger.remove(entry["id"])
         self.record({"process": "nemesis", "type": "info", "f": "resume", "value": done})
 
@@ -93,15 +112,27 @@ class ClientFaults:
     @_one_nemesis_op
     def kill(self, slot: int, why: str) -> None:
         process = self.pool.process_of(slot)
-        self.record({"process": "nemesis", "type": "invoke", "f": "kill-client",
-                     "value": {"nodes": [], "clients": [process], "why": why}})
+        self.record(
+            {
+                "process": "nemesis",
+                "type": "invoke",
+                "f": "kill-client",
+                "value": {"nodes": [], "clients": [process], "why": why},
+            }
+        )
         with self.lock:
             entry = self.paused.pop(slot, None)
         old, new = self.pool.kill_and_replace(slot)
         if entry is not None:
             self.ledger.remove(entry["id"])
-        self.record({"process": "nemesis", "type": "info", "f": "kill-client",
-                     "value": {"nodes": [], "clients": [old], "killed": [old], "replaced_by": new, "why": why}})
+        self.record(
+            {
+                "process": "nemesis",
+                "type": "info",
+                "f": "kill-client",
+                "value": {"nodes": [], "clients": [old], "killed": [old], "replaced_by": new, "why": why},
+            }
+        )
 
 
 class Conductor(threading.Thread):
@@ -111,7 +142,7 @@ class Conductor(threading.Thread):
         super().__init__(name=name, daemon=True)
         self.faults = faults
         self.halt = threading.Event()
-        self.deadline = deadline          # time.monotonic() at which the main phase ends
+        self.deadline = deadline  # time.monotonic() at which the main phase ends
 
     def room_for(self, seconds: float) -> bool:
         """Whether a fault held this long still ends before the main phase does."""

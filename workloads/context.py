@@ -12,23 +12,29 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ClientInfo:
-    process: int        # logical process id in the history
-    pid: int            # OS pid (SIGSTOP/SIGCONT target)
-    role: str           # "producer", "consumer", "txn", "zombie", "copier", "verifier", ...
+    process: int  # logical process id in the history
+    pid: int  # OS pid (SIGSTOP/SIGCONT target)
+    role: str  # "producer", "consumer", "txn", "zombie", "copier", "verifier", ...
     txn_id: str | None
     group: str | None
-    place: str | None   # the name of the client's own place (lab.client_place), if it has one
-    busy_s: float | None = None   # how long it has worked on records its op polled (None: it is not)
+    place: str | None  # the name of the client's own place (lab.client_place), if it has one
+    busy_s: float | None = None  # how long it has worked on records its op polled (None: it is not)
 
 
 class RunContext:
     """The lab, the test map, the history and the live clients of one run."""
 
-    def __init__(self, lab, test: dict, writer, clients: Callable[[], list[ClientInfo]],
-                 on_record: Callable[[dict], None] | None = None,
-                 kill_client: Callable[[int], tuple[int, int]] | None = None):
+    def __init__(
+        self,
+        lab,
+        test: dict,
+        writer,
+        clients: Callable[[], list[ClientInfo]],
+        on_record: Callable[[dict], None] | None = None,
+        kill_client: Callable[[int], tuple[int, int]] | None = None,
+    ):
         self.lab = lab
-        self.kill_client = kill_client   # process id -> (old, new): SIGKILL and replace (nemesis kill)
+        self.kill_client = kill_client  # process id -> (old, new): SIGKILL and replace (nemesis kill)
         self._on_record = on_record
         self.test = test
         self._writer = writer

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
 
 from workloads.kafka_io import KeyMap, read_messages
 
-TRUNCATION_GRACE_S = 8.0   # a new leader's high watermark catches up within a few fetches
+TRUNCATION_GRACE_S = 8.0  # a new leader's high watermark catches up within a few fetches
 
 
 class TruncationWatch:
@@ -43,7 +43,7 @@ class TruncationWatch:
 
     def __init__(self, grace_s: float = TRUNCATION_GRACE_S):
         self.grace_s = grace_s
-        self.since: dict[int, tuple[int, float]] = {}   # key -> (end, first seen)
+        self.since: dict[int, tuple[int, float]] = {}  # key -> (end, first seen)
 
     def see(self, key: int, position: int | None, end: int | None, target: int, now: float) -> dict | None:
         if position is None or end is None or position < end or end > target:
@@ -55,8 +55,7 @@ class TruncationWatch:
             return None
         if now - first[1] < self.grace_s:
             return None
-        return {"key": key, "end_offset": end, "acked_offset": target,
-                "waited_s": round(now - first[1], 3)}
+        return {"key": key, "end_offset": end, "acked_offset": target, "waited_s": round(now - first[1], 3)}
 
 
 class OffsetsLearned:
@@ -89,9 +88,20 @@ def _librdkafka_logger(log_path: str | None) -> dict:
     return {"logger": logger}
 
 
-def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
-          isolation: str, time_limit_s: float, progress=print, log_path: str | None = None,
-          client_config: dict | None = None, beat=None, report=None) -> dict:
+def drain(
+    writer,
+    key_map: dict,
+    bootstrap: str,
+    targets: dict[int, int],
+    process: int,
+    isolation: str,
+    time_limit_s: float,
+    progress=print,
+    log_path: str | None = None,
+    client_config: dict | None = None,
+    beat=None,
+    report=None,
+) -> dict:
     """Reads until every target offset is passed; returns the test.json "drain" field.
 
     `beat(waiting)` is called between consumer calls with the keys still
@@ -101,16 +111,19 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
     closing can block where reading did not."""
     keymap = KeyMap(key_map)
     keys = sorted(keymap.by_key)
-    consumer = Consumer({
-        **(client_config or {}),   # the lab's client settings (security)
-        "bootstrap.servers": bootstrap,
-        "group.id": f"gregor-drain-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": isolation,
-        "enable.partition.eof": False,
-        "fetch.wait.max.ms": 100,
-    }, **_librdkafka_logger(log_path))
+    consumer = Consumer(
+        {
+            **(client_config or {}),  # the lab's client settings (security)
+            "bootstrap.servers": bootstrap,
+            "group.id": f"gregor-drain-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+        },
+        **_librdkafka_logger(log_path),
+    )
     started = time.monotonic()
     end = started + time_limit_s
     reads = 0
@@ -125,13 +138,19 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
         while waiting and time.monotonic() < end:
             if beat:
                 beat(waiting)
-            writer.record({"process": process, "type": "invoke", "f": "poll",
-                           "mops": [{"f": "poll"}]})
+            writer.record({"process": process, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]})
             try:
                 messages = consumer.consume(num_messages=2000, timeout=0.5)
             except KafkaException as exc:
-                writer.record({"process": process, "type": "fail", "f": "poll", "mops": [],
-                               "error": exc.args[0].name() if exc.args else "error"})
+                writer.record(
+                    {
+                        "process": process,
+                        "type": "fail",
+                        "f": "poll",
+                        "mops": [],
+                        "error": exc.args[0].name() if exc.args else "error",
+                    }
+                )
                 continue
             mops, _ = read_messages(messages, keymap)
             reads += len(mops)
@@ -144,14 +163,21 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
             for found in seen:
                 if progress:
                     topic, partition = keymap.by_key[found["key"]]
-                    progress(f"drain: key {found['key']} ({topic}-{partition}) ends at offset "
-                             f"{found['end_offset']}, below the acknowledged offset "
-                             f"{found['acked_offset']}: truncated; not waiting for it")
+                    progress(
+                        f"drain: key {found['key']} ({topic}-{partition}) ends at offset "
+                        f"{found['end_offset']}, below the acknowledged offset "
+                        f"{found['acked_offset']}: truncated; not waiting for it"
+                    )
             if progress and time.monotonic() - last_report > 5:
                 progress(f"drain: {reads} records read, {len(waiting)} key(s) still behind")
                 last_report = time.monotonic()
-        result = {"time_limit_s": time_limit_s, "complete": not waiting, "process": process,
-                  "seconds": round(time.monotonic() - started, 3), "records": reads}
+        result = {
+            "time_limit_s": time_limit_s,
+            "complete": not waiting,
+            "process": process,
+            "seconds": round(time.monotonic() - started, 3),
+            "records": reads,
+        }
         if waiting:
             result["behind"] = {str(k): o for k, o in sorted(waiting.items())}
         if truncated:
@@ -163,8 +189,9 @@ def drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], proces
     return result
 
 
-def passed_or_truncated(consumer, keymap: KeyMap, waiting: dict[int, int], watch: TruncationWatch,
-                        idle: bool, beat=None) -> list[dict]:
+def passed_or_truncated(
+    consumer, keymap: KeyMap, waiting: dict[int, int], watch: TruncationWatch, idle: bool, beat=None
+) -> list[dict]:
     """Drops from `waiting` the keys the consumer has read past their target,
     and, after a poll that read nothing (idle), those whose log ended below
     it; returns what was seen of the latter."""
@@ -181,11 +208,11 @@ def passed_or_truncated(consumer, keymap: KeyMap, waiting: dict[int, int], watch
             del waiting[key]
         elif idle:
             if beat:
-                beat(waiting)   # each query may take its whole timeout
+                beat(waiting)  # each query may take its whole timeout
             low, high = _log_bounds(consumer, tp)
             position = _offset(tp.offset)
             if position is None and high is not None and high == low:
-                position = high     # an empty log: nothing to read, nothing was
+                position = high  # an empty log: nothing to read, nothing was
             found = watch.see(key, position, high, waiting[key], time.monotonic())
             if found is not None:
                 del waiting[key]

@@ -33,12 +33,13 @@ def split_keys(keys: list[int]) -> tuple[list[int], list[int]]:
 
 def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
     inputs, outputs = split_keys(keys)
-    return ([{"role": "feeder", "keys": inputs},
-             {"role": "verifier", "keys": outputs,
-              "options": {"subscribe": False, "commit": False}}]
-            + [{"role": "copier", "keys": inputs, "txn": True, "group": True,
-                "extra": {"out_offset": len(inputs)}}
-               for _ in range(concurrency - 2)])
+    return [
+        {"role": "feeder", "keys": inputs},
+        {"role": "verifier", "keys": outputs, "options": {"subscribe": False, "commit": False}},
+    ] + [
+        {"role": "copier", "keys": inputs, "txn": True, "group": True, "extra": {"out_offset": len(inputs)}}
+        for _ in range(concurrency - 2)
+    ]
 
 
 def make_client(spec, link):
@@ -58,13 +59,15 @@ class CopierClient(Client):
         self.out_offset = int(self.spec.extra["out_offset"])
         self.rebalance = RebalanceLog(self.keymap)
         self.runner = TxnRunner(self, self.keymap)
-        self.consumer = Consumer(consumer_config(self.spec, self.spec.group,
-                                                 isolation="read_committed"))
+        self.consumer = Consumer(consumer_config(self.spec, self.spec.group, isolation="read_committed"))
         keys = list(self.spec.keys)
         self.invoke("subscribe", keys=keys, group=self.spec.group)
-        self.consumer.subscribe(self.keymap.topics(keys), on_assign=self.rebalance.on_assign,
-                                on_revoke=self.rebalance.on_revoke,
-                                on_lost=self.rebalance.on_lost)
+        self.consumer.subscribe(
+            self.keymap.topics(keys),
+            on_assign=self.rebalance.on_assign,
+            on_revoke=self.rebalance.on_revoke,
+            on_lost=self.rebalance.on_lost,
+        )
         self.complete("ok")
         self.tp = None
         self.open_producer()
@@ -86,8 +89,15 @@ class CopierClient(Client):
         self.consumer = None
 
     def outputs(self, polled: list) -> list[dict]:
-        return [{"f": "send", "key": mop["key"] + self.out_offset, "value": self.plans.output(),
-                 "from": [mop["key"], mop["value"]]} for mop in polled]
+        return [
+            {
+                "f": "send",
+                "key": mop["key"] + self.out_offset,
+                "value": self.plans.output(),
+                "from": [mop["key"], mop["value"]],
+            }
+            for mop in polled
+        ]
 
     def step(self) -> None:
         if self.tp is None:
@@ -123,21 +133,24 @@ class CopierClient(Client):
         if not polled or self.process != process:
             return None
         if mode == "before":
-            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled,
-                              self.rebalance.assigned)
+            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled, self.rebalance.assigned)
             if self.process != process:
                 return None
         inside = mode == "txn"
-        done = self.runner.run(self.tp, self.outputs(polled), abort, group=self.spec.group,
-                               consumer=self.consumer if inside else None,
-                               read=polled if inside else None)
+        done = self.runner.run(
+            self.tp,
+            self.outputs(polled),
+            abort,
+            group=self.spec.group,
+            consumer=self.consumer if inside else None,
+            read=polled if inside else None,
+        )
         if self.process != process:
             return done
         if done["type"] == "ok" and mode == "after":
-            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled,
-                              self.rebalance.assigned)
+            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled, self.rebalance.assigned)
         elif done["type"] != "ok" and not inside:
-            self.runner.rewind(self.consumer, polled)   # copy them again (a live copier retries)
+            self.runner.rewind(self.consumer, polled)  # copy them again (a live copier retries)
         return done
 
     def poll_op(self) -> list[dict]:
@@ -147,6 +160,7 @@ class CopierClient(Client):
             messages = self.consumer.consume(num_messages=50, timeout=0.5)
         except Exception as exc:  # noqa: BLE001 - recorded as the op's failure
             from workloads import errors
+
             self.complete("fail", [], error=errors.name_of(exc), **self.rebalance_fields())
             return []
         mops, _ = read_messages(messages, self.keymap)

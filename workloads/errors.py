@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 
 # Phases of an operation in which an error can surface.
-SEND = "send"            # a produce's delivery report (non-transactional)
-TXN_BODY = "txn-body"    # inside a transaction, before commit_transaction was called
+SEND = "send"  # a produce's delivery report (non-transactional)
+TXN_BODY = "txn-body"  # inside a transaction, before commit_transaction was called
 TXN_COMMIT = "txn-commit"  # commit_transaction raised
-INIT = "init"            # init_transactions raised
-POLL = "poll"            # consume / poll raised or returned an error
-COMMIT = "commit"        # a consumer offset commit
+INIT = "init"  # init_transactions raised
+POLL = "poll"  # consume / poll raised or returned an error
+COMMIT = "commit"  # a consumer offset commit
 
 
 @dataclass(frozen=True)
 class Outcome:
-    type: str     # "fail" or "info"
-    error: str    # short error name for the history
-    reason: str   # why this outcome, for people reading the table
+    type: str  # "fail" or "info"
+    error: str  # short error name for the history
+    reason: str  # why this outcome, for people reading the table
 
 
 # Produce errors that prove the record was never appended: the request was
@@ -92,8 +92,7 @@ COMMIT_REJECTED = {
     "_ASSIGNMENT_LOST": "the assignment was lost; the commit was refused",
 }
 
-FENCING = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED",
-           "TRANSACTION_COORDINATOR_FENCED"}
+FENCING = {"PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "_FENCED", "TRANSACTION_COORDINATOR_FENCED"}
 
 
 def error_of(exc_or_err) -> KafkaError | None:
@@ -113,8 +112,7 @@ def name_of(exc_or_err) -> str:
     return type(exc_or_err).__name__
 
 
-def classify(exc_or_err, phase: str, *, retries: bool = True,
-             commit_attempted_before: bool = False) -> Outcome:
+def classify(exc_or_err, phase: str, *, retries: bool = True, commit_attempted_before: bool = False) -> Outcome:
     """The outcome of an operation that ended with this error in this phase.
 
     `retries`: whether the client may have retried the request (produce

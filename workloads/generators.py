@@ -41,15 +41,16 @@ class ValueSource:
 
 @dataclass(frozen=True)
 class TxnPlan:
-    mops: list          # [{"f": "send", "key": K, "value": V} | {"f": "poll"}]
-    abort: bool         # abort on purpose instead of committing
+    mops: list  # [{"f": "send", "key": K, "value": V} | {"f": "poll"}]
+    abort: bool  # abort on purpose instead of committing
 
 
 class Plans:
     """The op plans of one client process."""
 
-    def __init__(self, seed: int, slot: int, stride: int, keys: list[int],
-                 generation: int = 0, abort_ratio: float = 0.1):
+    def __init__(
+        self, seed: int, slot: int, stride: int, keys: list[int], generation: int = 0, abort_ratio: float = 0.1
+    ):
         if not keys:
             raise ValueError("a client needs at least one key")
         self.rng = rng_for(seed, slot, generation)
@@ -65,8 +66,7 @@ class Plans:
 
     def sends(self, batch: int) -> list[dict]:
         """A batch of sends, each to a random key with a fresh value."""
-        return [{"f": "send", "key": self.rng.choice(self.keys), "value": self.values.next()}
-                for _ in range(batch)]
+        return [{"f": "send", "key": self.rng.choice(self.keys), "value": self.values.next()} for _ in range(batch)]
 
     def txn(self, max_mops: int = 4, polls: bool = True) -> TxnPlan:
         """1..max_mops micro-ops mixing sends to several keys and polls."""
@@ -76,11 +76,9 @@ class Plans:
             if polls and self.rng.random() < 0.3:
                 mops.append({"f": "poll"})
             else:
-                mops.append({"f": "send", "key": self.rng.choice(self.keys),
-                             "value": self.values.next()})
+                mops.append({"f": "send", "key": self.rng.choice(self.keys), "value": self.values.next()})
         if not any(m["f"] == "send" for m in mops):
-            mops.append({"f": "send", "key": self.rng.choice(self.keys),
-                         "value": self.values.next()})
+            mops.append({"f": "send", "key": self.rng.choice(self.keys), "value": self.values.next()})
         return TxnPlan(mops, self.rng.random() < self.abort_ratio)
 
     def output(self) -> int:

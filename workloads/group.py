@@ -20,10 +20,10 @@ MIN_CONCURRENCY = 3
 
 def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
     producers = max(1, concurrency // 3)
-    return ([{"role": "producer", "keys": keys} for _ in range(producers)]
-            + [{"role": "member", "keys": keys, "group": True,
-                "options": {"subscribe": True}}
-               for _ in range(concurrency - producers)])
+    return [{"role": "producer", "keys": keys} for _ in range(producers)] + [
+        {"role": "member", "keys": keys, "group": True, "options": {"subscribe": True}}
+        for _ in range(concurrency - producers)
+    ]
 
 
 def make_client(spec, link):
@@ -35,8 +35,15 @@ def make_client(spec, link):
 class GroupConductor(Conductor):
     """Alternately pauses a member past its session timeout and kills one."""
 
-    def __init__(self, faults, members: list[int], seed: int, session_timeout_s: float,
-                 every_s: float = 4.0, deadline: float | None = None):
+    def __init__(
+        self,
+        faults,
+        members: list[int],
+        seed: int,
+        session_timeout_s: float,
+        every_s: float = 4.0,
+        deadline: float | None = None,
+    ):
         super().__init__(faults, "group-conductor", deadline)
         self.members = members
         self.rng = random.Random(f"group:{seed}")

@@ -28,9 +28,9 @@ import time
 from workloads.clients import enter_child, info_completion, register_client, unregister_client
 from workloads.drain import drain
 
-HANG_S = 30.0          # a beat comes at least every 2.5 s (a consume, or one watermark query)
-RETRY_MIN_S = 5.0      # a new child needs time to assign and read
-EXIT_WAIT_S = 10.0     # a child closes its consumer after its result; closing may hang too
+HANG_S = 30.0  # a beat comes at least every 2.5 s (a consume, or one watermark query)
+RETRY_MIN_S = 5.0  # a new child needs time to assign and read
+EXIT_WAIT_S = 10.0  # a child closes its consumer after its result; closing may hang too
 
 
 class _PipeWriter:
@@ -62,9 +62,14 @@ def drain_main(conn, args: dict, parent_pid: int) -> None:
 
     start_ns = args.pop("start_ns")
     try:
-        drain(_PipeWriter(conn, start_ns), **args, progress=lambda line: conn.send({"_progress": line}),
-              beat=beat, report=lambda result: conn.send({"_result": result}))
-    except BaseException as exc:   # handed to the controller, which raises it
+        drain(
+            _PipeWriter(conn, start_ns),
+            **args,
+            progress=lambda line: conn.send({"_progress": line}),
+            beat=beat,
+            report=lambda result: conn.send({"_result": result}),
+        )
+    except BaseException as exc:  # handed to the controller, which raises it
         conn.send({"_error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -75,19 +80,29 @@ class _Attempt:
         self.process = process
         self.pending: dict | None = None
         self.records = 0
-        self.open_f: str | None = None    # the op it had open when it was given up on
+        self.open_f: str | None = None  # the op it had open when it was given up on
         self.behind: dict | None = None
         self.result: dict | None = None
-        self.error: str | None = None     # a Python error in the child: the drain fails
+        self.error: str | None = None  # a Python error in the child: the drain fails
         self.abandoned: str | None = None  # given up on: "hung" (silent, killed) or "died"
-        self.how: str = ""                 # the same, said for the progress line
-        self.detail: dict = {}             # silent_s (hung) or exit_code (died)
+        self.how: str = ""  # the same, said for the progress line
+        self.detail: dict = {}  # silent_s (hung) or exit_code (died)
 
 
-def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int], process: int,
-                  isolation: str, time_limit_s: float, lab_name: str, progress=print,
-                  log_path: str | None = None, client_config: dict | None = None,
-                  hang_s: float = HANG_S) -> dict:
+def guarded_drain(
+    writer,
+    key_map: dict,
+    bootstrap: str,
+    targets: dict[int, int],
+    process: int,
+    isolation: str,
+    time_limit_s: float,
+    lab_name: str,
+    progress=print,
+    log_path: str | None = None,
+    client_config: dict | None = None,
+    hang_s: float = HANG_S,
+) -> dict:
     """workloads.drain.drain in a child process, with a new child for a
     wedged one; returns the test.json "drain" field."""
     started = time.monotonic()
@@ -97,16 +112,27 @@ def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int]
     records = 0
     behind = {k: o for k, o in targets.items() if str(k) in key_map or k in key_map}
     while True:
-        args = {"key_map": key_map, "bootstrap": bootstrap, "targets": targets, "process": process,
-                "isolation": isolation, "time_limit_s": max(deadline - time.monotonic(), 0.0),
-                "log_path": log_path, "client_config": client_config, "start_ns": writer.start_ns}
+        args = {
+            "key_map": key_map,
+            "bootstrap": bootstrap,
+            "targets": targets,
+            "process": process,
+            "isolation": isolation,
+            "time_limit_s": max(deadline - time.monotonic(), 0.0),
+            "log_path": log_path,
+            "client_config": client_config,
+            "start_ns": writer.start_ns,
+        }
         attempt = _run_child(mp, writer, args, lab_name, progress, hang_s, deadline)
         if attempt.error is not None:
             raise RuntimeError(f"the drain's client failed: {attempt.error}")
         if attempt.result is not None:
-            result = dict(attempt.result, time_limit_s=time_limit_s,
-                          seconds=round(time.monotonic() - started, 3),
-                          records=records + attempt.result["records"])
+            result = dict(
+                attempt.result,
+                time_limit_s=time_limit_s,
+                seconds=round(time.monotonic() - started, 3),
+                records=records + attempt.result["records"],
+            )
             break
         records += attempt.records
         behind = attempt.behind if attempt.behind is not None else behind
@@ -114,14 +140,24 @@ def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int]
         left = deadline - time.monotonic()
         again = left >= RETRY_MIN_S
         if progress:
-            progress(f"drain: client process {process} {attempt.how}"
-                     f"{' inside ' + attempt.open_f if attempt.open_f else ''}; "
-                     + (f"reading every key again as process {process + 1} ({left:.0f} s left)"
-                        if again else "no time left to read again"))
+            progress(
+                f"drain: client process {process} {attempt.how}"
+                f"{' inside ' + attempt.open_f if attempt.open_f else ''}; "
+                + (
+                    f"reading every key again as process {process + 1} ({left:.0f} s left)"
+                    if again
+                    else "no time left to read again"
+                )
+            )
         if not again:
-            result = {"time_limit_s": time_limit_s, "complete": False, "process": process,
-                      "seconds": round(time.monotonic() - started, 3), "records": records,
-                      "behind": {str(k): o for k, o in sorted(behind.items())}}
+            result = {
+                "time_limit_s": time_limit_s,
+                "complete": False,
+                "process": process,
+                "seconds": round(time.monotonic() - started, 3),
+                "records": records,
+                "behind": {str(k): o for k, o in sorted(behind.items())},
+            }
             break
         process += 1
     if abandoned:
@@ -132,8 +168,9 @@ def guarded_drain(writer, key_map: dict, bootstrap: str, targets: dict[int, int]
 def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, deadline: float) -> _Attempt:
     attempt = _Attempt(args["process"])
     parent, child = mp.Pipe(duplex=False)
-    proc = mp.Process(target=drain_main, args=(child, args, os.getpid()),
-                      name=f"gregor-drain-{attempt.process}", daemon=True)
+    proc = mp.Process(
+        target=drain_main, args=(child, args, os.getpid()), name=f"gregor-drain-{attempt.process}", daemon=True
+    )
     proc.start()
     child.close()
     register_client(lab_name, proc.pid)
@@ -154,19 +191,22 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
             silent = time.monotonic() - heard
             if silent > hang_s or time.monotonic() > deadline + hang_s:
                 attempt.abandoned = "hung"
-                attempt.how = (f"was silent for {silent:.1f} s and was killed" if silent > hang_s else
-                               f"was still reading {hang_s:g} s after the time limit and was killed")
+                attempt.how = (
+                    f"was silent for {silent:.1f} s and was killed"
+                    if silent > hang_s
+                    else f"was still reading {hang_s:g} s after the time limit and was killed"
+                )
                 attempt.detail = {"silent_s": round(silent, 1)}
                 break
         if attempt.result is not None:
             proc.join(EXIT_WAIT_S)
     finally:
         if proc.is_alive():
-            proc.kill()          # SIGKILL also ends a stopped process
+            proc.kill()  # SIGKILL also ends a stopped process
         proc.join()
         unregister_client(lab_name, proc.pid)
         parent.close()
-    if attempt.abandoned and attempt.pending is not None:   # it may have happened: unknown
+    if attempt.abandoned and attempt.pending is not None:  # it may have happened: unknown
         attempt.open_f = attempt.pending["f"]
         writer.record(info_completion(attempt.pending, attempt.abandoned))
         attempt.pending = None
@@ -189,4 +229,3 @@ def _take(attempt: _Attempt, writer, message: dict, progress) -> None:
         attempt.pending = recorded if recorded["type"] == "invoke" else None
         if recorded["type"] == "ok" and recorded["f"] == "poll":
             attempt.records += sum(1 for mop in recorded.get("mops") or () if "key" in mop)
-

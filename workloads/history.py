@@ -44,7 +44,7 @@ class HistoryWriter:
                     full[key] = value
             line = (json.dumps(full, separators=(",", ":")) + "\n").encode()
             written = os.write(self._fd, line)
-            while written < len(line):      # regular files write fully; be safe
+            while written < len(line):  # regular files write fully; be safe
                 written += os.write(self._fd, line[written:])
             self._index += 1
             kind = full.get("type")

@@ -40,7 +40,7 @@ class KeyMap:
 def producer_config(spec, transactional_id: str | None = None) -> dict:
     opts = spec.options
     conf = {
-        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
+        **spec.client_config,  # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "acks": str(opts.get("acks", "all")),
@@ -59,8 +59,7 @@ def producer_config(spec, transactional_id: str | None = None) -> dict:
         conf["transaction.timeout.ms"] = int(opts.get("transaction.timeout.ms", 10000))
         conf["enable.idempotence"] = True
         conf["acks"] = "all"
-        conf["max.in.flight.requests.per.connection"] = min(
-            5, conf["max.in.flight.requests.per.connection"])
+        conf["max.in.flight.requests.per.connection"] = min(5, conf["max.in.flight.requests.per.connection"])
     conf.update(librdkafka_settings(opts.get("producer_config")))
     return conf
 
@@ -80,11 +79,10 @@ def librdkafka_settings(extra: dict | None) -> dict:
     return out
 
 
-def consumer_config(spec, group: str, isolation: str | None = None,
-                    auto_commit: bool = False, **callbacks) -> dict:
+def consumer_config(spec, group: str, isolation: str | None = None, auto_commit: bool = False, **callbacks) -> dict:
     opts = spec.options
     conf = {
-        **spec.client_config,   # the lab's client settings (security) first: Gregor's own win
+        **spec.client_config,  # the lab's client settings (security) first: Gregor's own win
         "bootstrap.servers": spec.bootstrap,
         "client.id": f"gregor-{spec.role}-{spec.slot}",
         "group.id": group,
@@ -128,7 +126,7 @@ def read_messages(messages, keys: KeyMap, poll_no: int | None = None) -> tuple[l
         key = keys.key_of(msg.topic(), msg.partition())
         value = decode_value(msg.value())
         if key is None or value is None:
-            continue   # not ours: another run's or a foreign record
+            continue  # not ours: another run's or a foreign record
         mop = {"f": "poll", "key": key, "offset": msg.offset(), "value": value}
         if poll_no is not None:
             mop["poll"] = poll_no
@@ -226,10 +224,12 @@ def join_keys(client, keys: list[int], subscribe: bool, group: str | None) -> No
         return
     client.invoke("subscribe", keys=keys, group=group)
     try:
-        client.consumer.subscribe(client.keymap.topics(keys),
-                                  on_assign=client.rebalance.on_assign,
-                                  on_revoke=client.rebalance.on_revoke,
-                                  on_lost=client.rebalance.on_lost)
+        client.consumer.subscribe(
+            client.keymap.topics(keys),
+            on_assign=client.rebalance.on_assign,
+            on_revoke=client.rebalance.on_revoke,
+            on_lost=client.rebalance.on_lost,
+        )
     except KafkaException as exc:
         client.complete("fail", error=errors.name_of(exc))
         raise

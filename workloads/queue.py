@@ -15,9 +15,17 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from workloads import errors
 from workloads.clients import Client
 from workloads.generators import Pacer, Plans
-from workloads.kafka_io import (KeyMap, RebalanceLog, abandon_producer, close_consumer,
-                                consumer_config, encode, join_keys, producer_config,
-                                read_messages)
+from workloads.kafka_io import (
+    KeyMap,
+    RebalanceLog,
+    abandon_producer,
+    close_consumer,
+    consumer_config,
+    encode,
+    join_keys,
+    producer_config,
+    read_messages,
+)
 
 MIN_CONCURRENCY = 2
 
@@ -25,8 +33,9 @@ MIN_CONCURRENCY = 2
 def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
     """Half producers (rounded up), half consumers."""
     producers = (concurrency + 1) // 2
-    return ([{"role": "producer", "keys": keys} for _ in range(producers)]
-            + [{"role": "consumer", "keys": keys} for _ in range(concurrency - producers)])
+    return [{"role": "producer", "keys": keys} for _ in range(producers)] + [
+        {"role": "consumer", "keys": keys} for _ in range(concurrency - producers)
+    ]
 
 
 def make_client(spec, link):
@@ -46,8 +55,9 @@ class ProducerClient(Client):
         self.conf = producer_config(self.spec)
         self.producer = Producer(self.conf)
         opts = self.spec.options
-        self.may_retry = (opts.get("retries") is None or int(opts["retries"]) > 0
-                          or bool(opts.get("enable.idempotence", True)))
+        self.may_retry = (
+            opts.get("retries") is None or int(opts["retries"]) > 0 or bool(opts.get("enable.idempotence", True))
+        )
         self.batch = int(opts.get("batch", 1))
         if not hasattr(self, "unsure"):
             # --resend: what the killed process this one replaces had in flight
@@ -69,6 +79,7 @@ class ProducerClient(Client):
         def delivered(i):
             def callback(err, msg):
                 results[i] = ("err", err) if err is not None else ("ok", msg.offset())
+
             return callback
 
         for i, mop in enumerate(mops):
@@ -76,8 +87,9 @@ class ProducerClient(Client):
             tp = self.keys.tp(mop["key"])
             while True:
                 try:
-                    self.producer.produce(tp.topic, value=value, key=key,
-                                          partition=tp.partition, on_delivery=delivered(i))
+                    self.producer.produce(
+                        tp.topic, value=value, key=key, partition=tp.partition, on_delivery=delivered(i)
+                    )
                     break
                 except BufferError:
                     self.producer.poll(0.01)
@@ -112,7 +124,7 @@ class ProducerClient(Client):
             out.append(done)
         kind = errors.combine(types)
         self.complete(kind, out, error=first_error if kind != "ok" else None)
-        if fatal and kind != "info":     # info already replaced the producer
+        if fatal and kind != "info":  # info already replaced the producer
             self.reset()
 
 
@@ -129,8 +141,7 @@ class ConsumerClient(Client):
         self.auto_commits: list = []
         self.closing = False
         callbacks = {"on_commit": self.on_commit} if self.auto_commit else {}
-        self.consumer = Consumer(consumer_config(
-            self.spec, self.group, auto_commit=self.auto_commit, **callbacks))
+        self.consumer = Consumer(consumer_config(self.spec, self.group, auto_commit=self.auto_commit, **callbacks))
         join_keys(self, list(self.spec.keys), self.subscribe, self.group)
 
     def close(self) -> None:
@@ -163,7 +174,7 @@ class ConsumerClient(Client):
         if mops and process_ms:
             # tells the pool first: a kill while it works still lists what it read
             self.link.emit({"_polled": mops})
-            time.sleep(process_ms / 1000)   # the work on what was polled, before the op completes
+            time.sleep(process_ms / 1000)  # the work on what was polled, before the op completes
         self.complete("ok", mops, **self.rebalance_fields())
         self.record_auto_commits()
         if mops and not self.auto_commit and self.spec.options.get("commit", True):
@@ -174,8 +185,9 @@ class ConsumerClient(Client):
         return {"rebalance": entries} if entries else {}
 
     def commit(self, mops) -> None:
-        commit_read(self, self.consumer, self.keymap, self.group, mops,
-                    self.rebalance.assigned if self.subscribe else None)
+        commit_read(
+            self, self.consumer, self.keymap, self.group, mops, self.rebalance.assigned if self.subscribe else None
+        )
 
     def record_auto_commits(self) -> None:
         """Auto commits seen by on_commit during the last op, as their own ops."""
@@ -213,8 +225,7 @@ def commit_read(client: Client, consumer, keymap: KeyMap, group: str, mops, assi
     commit_mops = [{"f": "commit", "key": k, "offset": o} for k, o in sorted(nexts.items())]
     client.invoke("commit", commit_mops, group=group)
     try:
-        result = consumer.commit(offsets=[keymap.tp(k, o) for k, o in sorted(nexts.items())],
-                                 asynchronous=False)
+        result = consumer.commit(offsets=[keymap.tp(k, o) for k, o in sorted(nexts.items())], asynchronous=False)
     except KafkaException as exc:
         outcome = errors.classify(exc, errors.COMMIT)
         client.complete(outcome.type, commit_mops, error=outcome.error)

@@ -20,14 +20,23 @@ from workloads import errors
 from workloads.clients import Client, with_unperformed_sends
 from workloads.conductor import Conductor
 from workloads.generators import Pacer, Plans, TxnPlan
-from workloads.kafka_io import (KeyMap, RebalanceLog, StatsWatch, abandon_producer,
-                                close_consumer, consumer_config, encode, join_keys,
-                                producer_config, read_messages)
+from workloads.kafka_io import (
+    KeyMap,
+    RebalanceLog,
+    StatsWatch,
+    abandon_producer,
+    close_consumer,
+    consumer_config,
+    encode,
+    join_keys,
+    producer_config,
+    read_messages,
+)
 
 MIN_CONCURRENCY = 1
 ABORTED_ON_PURPOSE = "aborted-on-purpose"
 CALL_TIMEOUT_S = 10.0
-POLL_TIMEOUT_S = 0.02    # a poll mop inside a transaction: short, the transaction is open
+POLL_TIMEOUT_S = 0.02  # a poll mop inside a transaction: short, the transaction is open
 
 
 def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
@@ -50,7 +59,7 @@ class TransactionalProducer:
         conf["stats_cb"] = self.stats.on_stats
         self.timeout_ms = conf["transaction.timeout.ms"]
         self.producer = Producer(conf)
-        self.unusable: str | None = None   # set when an abort finds the instance fenced
+        self.unusable: str | None = None  # set when an abort finds the instance fenced
 
     def init(self) -> bool:
         """Records an `init` op; True when the instance may run transactions."""
@@ -80,9 +89,18 @@ class TxnRunner:
         self.client = client
         self.keymap = keymap
 
-    def run(self, tp: TransactionalProducer, mops: list, abort: bool, consumer=None,
-            group: str | None = None, rebalance: RebalanceLog | None = None,
-            extra_invoke: dict | None = None, read: list | None = None, hold_s: float = 0.0) -> dict:
+    def run(
+        self,
+        tp: TransactionalProducer,
+        mops: list,
+        abort: bool,
+        consumer=None,
+        group: str | None = None,
+        rebalance: RebalanceLog | None = None,
+        extra_invoke: dict | None = None,
+        read: list | None = None,
+        hold_s: float = 0.0,
+    ) -> dict:
         """Invokes, performs and completes one `txn` op; returns the completion.
 
         `read`: records an earlier op of this client polled (a copier's): like
@@ -106,6 +124,7 @@ class TxnRunner:
         def on_delivery(mop):
             def callback(err, msg):
                 delivered[id(mop)] = (err, msg.offset() if err is None else None)
+
             return callback
 
         def send(mop):
@@ -114,9 +133,13 @@ class TxnRunner:
             topic_partition = self.keymap.tp(mop["key"])
             while True:
                 try:
-                    producer.produce(topic_partition.topic, value=value, key=key,
-                                     partition=topic_partition.partition,
-                                     on_delivery=on_delivery(mop))
+                    producer.produce(
+                        topic_partition.topic,
+                        value=value,
+                        key=key,
+                        partition=topic_partition.partition,
+                        on_delivery=on_delivery(mop),
+                    )
                     return
                 except BufferError:
                     producer.poll(0.01)
@@ -150,8 +173,9 @@ class TxnRunner:
                     send(dict(mop))
                 elif consumer is not None:
                     polls += 1
-                    got, _ = read_messages(consumer.consume(num_messages=50, timeout=POLL_TIMEOUT_S),
-                                           self.keymap, poll_no=polls)
+                    got, _ = read_messages(
+                        consumer.consume(num_messages=50, timeout=POLL_TIMEOUT_S), self.keymap, poll_no=polls
+                    )
                     out.extend(got)
                     polled.extend(got)
             if group and consumer is not None and polled:
@@ -159,7 +183,8 @@ class TxnRunner:
                 if commits:
                     consumer_offsets = [self.keymap.tp(k, o) for k, o in commits]
                     producer.send_offsets_to_transaction(
-                        consumer_offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
+                        consumer_offsets, consumer.consumer_group_metadata(), CALL_TIMEOUT_S
+                    )
                     out.extend({"f": "commit", "key": k, "offset": o} for k, o in commits)
             remaining = producer.flush(CALL_TIMEOUT_S)
             failed = [err for err, _ in delivered.values() if err is not None]
@@ -170,7 +195,7 @@ class TxnRunner:
                     # tells the pool the writes are acknowledged: the transaction is
                     # open on the broker, the moment a hang conductor waits for
                     client.link.emit({"_written": client.link.now_ns()})
-                time.sleep(hold_s)   # work between writes and commit
+                time.sleep(hold_s)  # work between writes and commit
             if abort:
                 fill_offsets()
                 self.abort(tp)
@@ -180,9 +205,12 @@ class TxnRunner:
             fill_offsets()
             self.abort(tp)
             self.rewind(consumer, polled)
-            outcome = errors.classify(exc if isinstance(exc, KafkaException)
-                                      else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
-                                      errors.TXN_BODY)
+            outcome = errors.classify(
+                exc
+                if isinstance(exc, KafkaException)
+                else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
+                errors.TXN_BODY,
+            )
             return client.complete("fail", listed(), error=outcome.error, **extras())
 
         fill_offsets()
@@ -200,8 +228,7 @@ class TxnRunner:
                 if err is not None and err.retriable() and attempt < 2:
                     commit_tried = True
                     continue
-                outcome = errors.classify(exc, errors.TXN_COMMIT,
-                                          commit_attempted_before=commit_tried)
+                outcome = errors.classify(exc, errors.TXN_COMMIT, commit_attempted_before=commit_tried)
                 if err is not None and err.txn_requires_abort():
                     self.abort(tp)
                 if outcome.type == "fail":
@@ -240,14 +267,17 @@ class TxnRunner:
             try:
                 consumer.seek(self.keymap.tp(key, offset))
             except KafkaException:
-                pass    # no longer assigned: the rebalance entry resets the position
+                pass  # no longer assigned: the rebalance entry resets the position
 
 
 def needs_new_instance(completion: dict, tp: TransactionalProducer | None = None) -> bool:
     """After a fencing or fatal error the producer instance cannot go on
     (also when only the abort of an op, e.g. one aborted on purpose, found it fenced)."""
-    return (completion.get("error") in errors.FENCING or completion.get("type") == "info"
-            or bool(tp is not None and tp.unusable))
+    return (
+        completion.get("error") in errors.FENCING
+        or completion.get("type") == "info"
+        or bool(tp is not None and tp.unusable)
+    )
 
 
 class TxnClient(Client):
@@ -284,8 +314,7 @@ class TxnClient(Client):
     def open_consumer(self) -> None:
         keys = list(self.spec.keys)
         group = self.spec.group or f"gregor-txn-{self.spec.slot}"
-        self.consumer = Consumer(consumer_config(
-            self.spec, group, isolation=self.spec.options.get("isolation.level")))
+        self.consumer = Consumer(consumer_config(self.spec, group, isolation=self.spec.options.get("isolation.level")))
         join_keys(self, keys, self.subscribe, group)
 
     def close(self) -> None:
@@ -305,9 +334,16 @@ class TxnClient(Client):
         plan = TxnPlan(self.unsure, False) if resend else self.plans.txn()
         self.unsure = []
         process = self.process
-        done = self.runner.run(self.tp, plan.mops, plan.abort, consumer=self.consumer,
-                               group=self.group, rebalance=self.rebalance, hold_s=self.hold_s,
-                               extra_invoke={"resend": True} if resend else None)
+        done = self.runner.run(
+            self.tp,
+            plan.mops,
+            plan.abort,
+            consumer=self.consumer,
+            group=self.group,
+            rebalance=self.rebalance,
+            hold_s=self.hold_s,
+            extra_invoke={"resend": True} if resend else None,
+        )
         if self.process == process and needs_new_instance(done, self.tp):
             self.tp.abandon()
             self.open_producer()
@@ -320,8 +356,17 @@ class HangConductor(Conductor):
     partitions it wrote until the coordinator aborts it after
     transaction.timeout.ms) or `between` two transactions (nothing open)."""
 
-    def __init__(self, faults, pool, slots: list[int], seed: int, where: str, hang_s: float,
-                 every_s: float = 4.0, deadline: float | None = None):
+    def __init__(
+        self,
+        faults,
+        pool,
+        slots: list[int],
+        seed: int,
+        where: str,
+        hang_s: float,
+        every_s: float = 4.0,
+        deadline: float | None = None,
+    ):
         super().__init__(faults, "hang-conductor", deadline)
         self.pool, self.slots, self.where, self.hang_s = pool, slots, where, hang_s
         self.rng = random.Random(f"hang:{seed}")

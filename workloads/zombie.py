@@ -35,9 +35,15 @@ def layout(concurrency: int, keys: list[int], options: dict) -> list[dict]:
     slots = []
     for i in range(concurrency):
         pair = i // 2
-        slots.append({"role": "zombie", "keys": keys, "txn": options.get("zombie.kind") != "idempotent",
-                      "txn_id_suffix": f"pair-{pair}",
-                      "extra": {"pair": pair, "active": i % 2 == 0}})
+        slots.append(
+            {
+                "role": "zombie",
+                "keys": keys,
+                "txn": options.get("zombie.kind") != "idempotent",
+                "txn_id_suffix": f"pair-{pair}",
+                "extra": {"pair": pair, "active": i % 2 == 0},
+            }
+        )
     return slots
 
 
@@ -85,7 +91,7 @@ class ZombieClient(Client):
 
     def reset(self) -> None:
         self.close()
-        self.active = False        # after a crash, wait for the conductor's turn
+        self.active = False  # after a crash, wait for the conductor's turn
 
     def step(self) -> None:
         unsure = activation(self.link.inbox)
@@ -102,8 +108,9 @@ class ZombieClient(Client):
         plan = TxnPlan(self.unsure, False) if resend else self.plans.txn(max_mops=3, polls=False)
         self.unsure = []
         process = self.process
-        done = self.runner.run(self.tp, plan.mops, plan.abort, hold_s=0.05,
-                               extra_invoke={"resend": True} if resend else None)
+        done = self.runner.run(
+            self.tp, plan.mops, plan.abort, hold_s=0.05, extra_invoke={"resend": True} if resend else None
+        )
         if self.process == process and needs_new_instance(done, self.tp):
             self.close()
             self.active = False
@@ -123,13 +130,13 @@ class IdempotentZombie(ProducerClient):
 
     def reset(self) -> None:
         super().reset()
-        self.active = False        # after a crash, wait for the conductor's turn
+        self.active = False  # after a crash, wait for the conductor's turn
 
     def step(self) -> None:
         unsure = activation(self.link.inbox)
         if unsure is not None:
             self.close()
-            super().start()        # a new producer: a new producer id, a new idempotence session
+            super().start()  # a new producer: a new producer id, a new idempotence session
             self.active, self.unsure = True, unsure
         if not self.active:
             time.sleep(0.02)
@@ -143,9 +150,18 @@ class IdempotentZombie(ProducerClient):
 class ZombieConductor(Conductor):
     """Pauses the active instance of a pair and activates its partner."""
 
-    def __init__(self, faults, pool, pairs: dict[int, list[int]], seed: int,
-                 txn_ids: dict[int, str], hold_s: float = 2.0, every_s: float = 3.0,
-                 deadline: float | None = None, resend: bool = False):
+    def __init__(
+        self,
+        faults,
+        pool,
+        pairs: dict[int, list[int]],
+        seed: int,
+        txn_ids: dict[int, str],
+        hold_s: float = 2.0,
+        every_s: float = 3.0,
+        deadline: float | None = None,
+        resend: bool = False,
+    ):
         super().__init__(faults, "zombie-conductor", deadline)
         self.pool = pool
         self.pairs = {p: slots for p, slots in pairs.items() if len(slots) == 2}

@@ -34,7 +34,7 @@ class BridgePlaces:
         address = clients.get(name)
         if address is None:
             used = set(clients.values())
-            free = [str(h) for h in list(subnet.hosts())[FIRST_CLIENT_HOST - 1:] if str(h) not in used]
+            free = [str(h) for h in list(subnet.hosts())[FIRST_CLIENT_HOST - 1 :] if str(h) not in used]
             if not free:
                 raise GregorError(f"lab {lab} has no free client addresses left")
             address = free[0]
@@ -60,8 +60,18 @@ class BridgePlaces:
 
 def stop_emulators(tag: str, prefix: bool) -> None:
     """Ends this host's netem emulators serving namespace `tag` (or every `tag*`)."""
-    subprocess.run([sys.executable, str(HARNESS_DIR / "nfqueue_netem.py"), "--stop", "--tag", tag,
-                    *(["--prefix"] if prefix else [])], capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            str(HARNESS_DIR / "nfqueue_netem.py"),
+            "--stop",
+            "--tag",
+            tag,
+            *(["--prefix"] if prefix else []),
+        ],
+        capture_output=True,
+        timeout=30,
+    )
 
 
 def kill_processes_in(ns: str) -> None:
@@ -79,7 +89,7 @@ def kill_processes_in(ns: str) -> None:
 def remove_namespaces(lab: str, keep: tuple[str, ...] = ()) -> int:
     """Every namespace and link named "<lab>-*" (but those in `keep`); how many namespaces."""
     prefix = f"{lab}-"
-    stop_emulators(prefix, prefix=True)   # a crashed run's emulators would keep namespaces alive
+    stop_emulators(prefix, prefix=True)  # a crashed run's emulators would keep namespaces alive
     spaces = [ns for ns in netns.namespaces() if ns.startswith(prefix)]
     for ns in spaces:
         kill_processes_in(ns)

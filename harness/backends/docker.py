@@ -28,7 +28,6 @@ from typing import Sequence
 
 from harness.backends import docker_engine, docker_image, netns
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
-
 from harness.backends.namespace_node import HARNESS_DIR, copy_node_files, copy_path, require_root
 from harness.errors import GregorError
 from harness.node import ExecNode
@@ -40,6 +39,7 @@ HOME = "/gregor"
 CACHE = "/opt/gregor-cache"
 TOOLS = "/opt/gregor-tools"
 TOOL_FILES = ("nfqueue_netem.py",)
+
 
 class DockerNode(ExecNode):
     """A node that is a container; every call goes through the Engine API."""
@@ -57,11 +57,11 @@ class DockerNode(ExecNode):
             self._client = docker_engine.client()
         return self._client
 
-    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
-             stdin: str | None = None):
+    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30, stdin: str | None = None):
         if stdin is not None:
             raise GregorError("DockerNode.exec takes no stdin; use write_text or upload")
         import subprocess
+
         api = self.client.api
         try:
             exec_id = api.exec_create(self.container, ["timeout", "-s", "KILL", str(int(timeout) + 1), *argv])["Id"]
@@ -69,21 +69,25 @@ class DockerNode(ExecNode):
             code = api.exec_inspect(exec_id)["ExitCode"]
         except Exception as error:  # noqa: BLE001 - the engine's own errors, in one line
             raise GregorError(f"{self.name}: docker exec failed: {str(error).splitlines()[0][:300]}") from None
-        result = subprocess.CompletedProcess(list(argv), code, (out or b"").decode(errors="replace"),
-                                             (err or b"").decode(errors="replace"))
+        result = subprocess.CompletedProcess(
+            list(argv), code, (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace")
+        )
         if check and code != 0:
-            raise GregorError(f"{self.name}: {' '.join(argv)} exited {code}: "
-                              f"{(result.stderr or result.stdout).strip()[:300]}")
+            raise GregorError(
+                f"{self.name}: {' '.join(argv)} exited {code}: {(result.stderr or result.stdout).strip()[:300]}"
+            )
         return result
 
-    def spawn(self, argv: Sequence[str], *, log: str, pid_file: str,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    def spawn(
+        self, argv: Sequence[str], *, log: str, pid_file: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> int:
         """Starts argv in the background (the container's init reaps it);
         its pid, inside the container, goes to pid_file."""
         script = 'echo $$ > "$1"; log=$2; shift 2; exec "$@" >> "$log" 2>&1 < /dev/null'
         api = self.client.api
-        exec_id = api.exec_create(self.container, ["sh", "-c", script, "sh", pid_file, log, *argv],
-                                  environment=env or None, workdir=cwd)["Id"]
+        exec_id = api.exec_create(
+            self.container, ["sh", "-c", script, "sh", pid_file, log, *argv], environment=env or None, workdir=cwd
+        )["Id"]
         api.exec_start(exec_id, detach=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -112,7 +116,7 @@ class DockerNode(ExecNode):
 
     def download(self, remote: str, local: str) -> None:
         host = self._on_host(remote)
-        if host is not None:   # our home is a host directory: no copy through the engine
+        if host is not None:  # our home is a host directory: no copy through the engine
             copy_path(host, local)
             return
         stream, _ = self.client.api.get_archive(self.container, remote)
@@ -128,18 +132,19 @@ class DockerNode(ExecNode):
 
     def _on_host(self, remote: str) -> str | None:
         if remote == HOME or remote.startswith(HOME + "/"):
-            return self.host_home + remote[len(HOME):]
+            return self.host_home + remote[len(HOME) :]
         return None
 
     def provide(self, local_dir: str) -> str:
         """Gregor's cache is mounted read-only at /opt/gregor-cache; anything else is uploaded."""
         local = os.path.abspath(local_dir)
         if local == self.cache_root or local.startswith(self.cache_root + "/"):
-            return CACHE + local[len(self.cache_root):]
+            return CACHE + local[len(self.cache_root) :]
         return super().provide(local_dir)
 
     def tool(self, filename: str) -> list[str]:
         return [self.python, f"{TOOLS}/{filename}"]
+
 
 class DockerBackend(BridgePlaces):
     """Containers through the Docker Engine API."""
@@ -160,7 +165,7 @@ class DockerBackend(BridgePlaces):
         return os.geteuid() == 0 and docker_engine.running()
 
     def check(self) -> None:
-        require_root()   # client places are host namespaces; the lab dir is root's
+        require_root()  # client places are host namespaces; the lab dir is root's
         self.client.ping()
 
     def provision(self, lab: str, names: list[str], progress) -> dict:
@@ -171,38 +176,74 @@ class DockerBackend(BridgePlaces):
             raise GregorError(f"subnet {subnet} of lab {lab!r} is already used by {holder}; choose another --lab name")
         hosts = list(subnet.hosts())
         lab_dir = labs_dir() / lab
-        state = {"subnet": str(subnet), "bridge_ip": str(hosts[0]), "lab_dir": str(lab_dir), "image": tag,
-                 "cache_root": str(cache_dir().resolve()), "network": f"gregor-{lab}",
-                 "nodes": [{"name": name, "address": str(hosts[10 + i]), "container": f"gregor-{lab}-{name}"}
-                           for i, name in enumerate(names)], "clients": {}}
+        state = {
+            "subnet": str(subnet),
+            "bridge_ip": str(hosts[0]),
+            "lab_dir": str(lab_dir),
+            "image": tag,
+            "cache_root": str(cache_dir().resolve()),
+            "network": f"gregor-{lab}",
+            "nodes": [
+                {"name": name, "address": str(hosts[10 + i]), "container": f"gregor-{lab}-{name}"}
+                for i, name in enumerate(names)
+            ],
+            "clients": {},
+        }
         import docker
+
         progress(f"lab {lab}: docker network {state['network']} {subnet}, {len(names)} containers ({tag})")
         shutil.rmtree(lab_dir, ignore_errors=True)
-        pool = docker.types.IPAMPool(subnet=str(subnet), gateway=state["bridge_ip"],
-                                     iprange=str(ipaddress.IPv4Network(f"{hosts[15]}/28", strict=False)))
-        self.client.networks.create(state["network"], driver="bridge", labels={LABEL: lab},
-                                    ipam=docker.types.IPAMConfig(pool_configs=[pool]),
-                                    options={"com.docker.network.bridge.name": netns.bridge_name(lab)})
+        pool = docker.types.IPAMPool(
+            subnet=str(subnet),
+            gateway=state["bridge_ip"],
+            iprange=str(ipaddress.IPv4Network(f"{hosts[15]}/28", strict=False)),
+        )
+        self.client.networks.create(
+            state["network"],
+            driver="bridge",
+            labels={LABEL: lab},
+            ipam=docker.types.IPAMConfig(pool_configs=[pool]),
+            options={"com.docker.network.bridge.name": netns.bridge_name(lab)},
+        )
         Path(state["cache_root"]).mkdir(parents=True, exist_ok=True)
         for node in state["nodes"]:
             home = lab_dir / node["name"]
             home.mkdir(parents=True, exist_ok=True)
             container = self.client.containers.create(
-                tag, name=node["container"], hostname=node["name"], labels={LABEL: lab, "gregor.node": node["name"]},
-                detach=True, init=True, cap_add=["NET_ADMIN", "NET_RAW"], network=state["network"],
-                networking_config={state["network"]: self.client.api.create_endpoint_config(
-                    ipv4_address=node["address"])},
-                volumes={str(home): {"bind": HOME, "mode": "rw"},
-                         state["cache_root"]: {"bind": CACHE, "mode": "ro"},
-                         str(HARNESS_DIR): {"bind": TOOLS, "mode": "ro"}})
+                tag,
+                name=node["container"],
+                hostname=node["name"],
+                labels={LABEL: lab, "gregor.node": node["name"]},
+                detach=True,
+                init=True,
+                cap_add=["NET_ADMIN", "NET_RAW"],
+                network=state["network"],
+                networking_config={
+                    state["network"]: self.client.api.create_endpoint_config(ipv4_address=node["address"])
+                },
+                volumes={
+                    str(home): {"bind": HOME, "mode": "rw"},
+                    state["cache_root"]: {"bind": CACHE, "mode": "ro"},
+                    str(HARNESS_DIR): {"bind": TOOLS, "mode": "ro"},
+                },
+            )
             container.start()
         for node in self.nodes(lab, state):
             node.prepare_network()
         return state
 
     def nodes(self, lab: str, state: dict) -> list[DockerNode]:
-        return [DockerNode(n["name"], n["address"], n["container"], os.path.join(state["lab_dir"], n["name"]),
-                           state["cache_root"], self._client) for n in state["nodes"]]
+        return [
+            DockerNode(
+                n["name"],
+                n["address"],
+                n["container"],
+                os.path.join(state["lab_dir"], n["name"]),
+                state["cache_root"],
+                self._client,
+            )
+            for n in state["nodes"]
+        ]
 
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
         copy_node_files(node.host_home, local_dir, skip={"data"})
@@ -223,7 +264,7 @@ class DockerBackend(BridgePlaces):
             network.remove()
         if networks:
             done.append(f"network {', '.join(n.name for n in networks)} removed")
-        spaces = remove_namespaces(lab, keep=(netns.bridge_name(lab),))   # Docker removes its bridge
+        spaces = remove_namespaces(lab, keep=(netns.bridge_name(lab),))  # Docker removes its bridge
         if spaces:
             done.append(f"{spaces} client namespaces removed")
         lab_dir = Path((state or {}).get("lab_dir") or labs_dir() / lab)

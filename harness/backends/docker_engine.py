@@ -28,6 +28,7 @@ START_TIMEOUT_S = 60
 
 def _connect(timeout: float = 30):
     import docker
+
     return docker.DockerClient(base_url=os.environ.get("DOCKER_HOST") or f"unix://{SOCKET}", timeout=timeout)
 
 
@@ -51,8 +52,10 @@ def client(progress: Callable[[str], None] = print):
     if os.environ.get("DOCKER_HOST"):
         raise GregorError(f"no Docker engine answers at DOCKER_HOST={os.environ['DOCKER_HOST']}; start it or unset it")
     if shutil.which("dockerd") is None:
-        raise GregorError("Docker is not installed: no engine runs and there is no dockerd; "
-                          "install Debian's docker.io (apt-get install docker.io, or run ./setup)")
+        raise GregorError(
+            "Docker is not installed: no engine runs and there is no dockerd; "
+            "install Debian's docker.io (apt-get install docker.io, or run ./setup)"
+        )
     if os.geteuid() != 0:
         raise GregorError("no Docker engine runs, and starting dockerd needs root; run with sudo")
     log = state_dir() / "dockerd.log"
@@ -66,8 +69,13 @@ def _start_dockerd(log: Path) -> None:
     enable_forwarding()
     clear_stale_pidfile()
     with open(log, "ab") as out:
-        process = subprocess.Popen(["dockerd", "--host", f"unix://{SOCKET}"], stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            ["dockerd", "--host", f"unix://{SOCKET}"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if running():
@@ -99,8 +107,10 @@ def clear_stale_pidfile(pidfile: Path | None = None) -> None:
         text = ""
     argv = proc_cmdline(int(text)) if text.isdigit() else []
     if argv and Path(argv[0]).name == "dockerd":
-        raise GregorError(f"a dockerd (pid {text}) runs but does not answer on {SOCKET}; "
-                          f"wait for it, or stop it (kill {text}) and retry")
+        raise GregorError(
+            f"a dockerd (pid {text}) runs but does not answer on {SOCKET}; "
+            f"wait for it, or stop it (kill {text}) and retry"
+        )
     pidfile.unlink(missing_ok=True)
 
 
@@ -119,4 +129,4 @@ def enable_forwarding() -> None:
         if path.read_text().strip() != "1":
             path.write_text("1\n")
     except OSError:
-        pass   # read-only /proc/sys: dockerd decides, and local labs' ACCEPT rules still hold
+        pass  # read-only /proc/sys: dockerd decides, and local labs' ACCEPT rules still hold

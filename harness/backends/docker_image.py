@@ -24,10 +24,19 @@ from typing import Callable
 from harness.errors import GregorError
 
 SUITE = "bookworm"
-PACKAGES = ("openjdk-17-jre-headless", "python3", "iptables", "iproute2", "procps", "openssh-server",
-            "ca-certificates-java", "netbase", "less")
+PACKAGES = (
+    "openjdk-17-jre-headless",
+    "python3",
+    "iptables",
+    "iproute2",
+    "procps",
+    "openssh-server",
+    "ca-certificates-java",
+    "netbase",
+    "less",
+)
 REPOSITORY = "gregor-node"
-RECIPE_VERSION = "1"   # bump when the steps below change in a way the package list does not show
+RECIPE_VERSION = "1"  # bump when the steps below change in a way the package list does not show
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 # Run inside the new root file system before it is imported.
@@ -56,8 +65,9 @@ def apt_mirror() -> str:
             text = Path(path).read_text()
         except OSError:
             continue
-        found = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or \
-            re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s+\S+", text, re.M)
+        found = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or re.search(
+            r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s+\S+", text, re.M
+        )
         if found:
             return found.group(1)
     return DEFAULT_MIRROR
@@ -69,16 +79,19 @@ def ensure_image(client, progress: Callable[[str], None]) -> str:
     if client.images.list(name=tag):
         return tag
     if shutil.which("debootstrap") is None:
-        raise GregorError("debootstrap not found; it builds the Docker node image: apt-get install debootstrap "
-                          "(./setup installs it)")
+        raise GregorError(
+            "debootstrap not found; it builds the Docker node image: apt-get install debootstrap (./setup installs it)"
+        )
     mirror = apt_mirror()
-    progress(f"docker: building the node image {tag} with debootstrap from {mirror} "
-             "(once; a few minutes)")
+    progress(f"docker: building the node image {tag} with debootstrap from {mirror} (once; a few minutes)")
     work = Path(tempfile.mkdtemp(prefix="gregor-image-", dir=os.environ.get("TMPDIR", "/var/tmp")))
     try:
         root = work / "root"
-        result = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                                 SUITE, str(root), mirror], capture_output=True, text=True)
+        result = subprocess.run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), mirror],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             log = root / "debootstrap" / "debootstrap.log"
             detail = log.read_text(errors="replace") if log.exists() else result.stderr + result.stdout
@@ -86,13 +99,17 @@ def ensure_image(client, progress: Callable[[str], None]) -> str:
             raise GregorError(f"debootstrap could not build the node image from {mirror}: {last[0]}")
         subprocess.run(["chroot", str(root), "sh", "-c", _FINISH], check=True, capture_output=True)
         archive = work / "root.tar"
-        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["tar", "-C", str(root), "--numeric-owner", "-cf", str(archive), "."], check=True, capture_output=True
+        )
         repository, _, version = tag.partition(":")
         with open(archive, "rb") as data:
-            client.api.import_image_from_data(data, repository=repository, tag=version,
-                                              changes=["CMD [\"sleep\", \"infinity\"]", "WORKDIR /gregor",
-                                                       f"LABEL gregor.recipe={version}"])
+            client.api.import_image_from_data(
+                data,
+                repository=repository,
+                tag=version,
+                changes=['CMD ["sleep", "infinity"]', "WORKDIR /gregor", f"LABEL gregor.recipe={version}"],
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if not client.images.list(name=tag):

@@ -22,8 +22,12 @@ from pathlib import Path
 
 from harness.backends import netns, routed_places
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
-from harness.backends.namespace_node import (NamespaceNode, copy_node_files, reap_children,  # noqa: F401
-                                             require_root)
+from harness.backends.namespace_node import (
+    NamespaceNode,
+    copy_node_files,
+    reap_children,  # noqa: F401
+    require_root,
+)
 from harness.errors import GregorError
 from harness.paths import labs_dir
 from harness.procfs import proc_cmdline
@@ -34,7 +38,7 @@ class LocalBackend(BridgePlaces):
     """Network namespaces on this host."""
 
     name = "local"
-    faults = frozenset(NODE_FAULTS) | {POWER_LOSS}   # nodes share this host's FUSE (/dev/fuse)
+    faults = frozenset(NODE_FAULTS) | {POWER_LOSS}  # nodes share this host's FUSE (/dev/fuse)
 
     def can_look_without_starting(self) -> bool:
         return os.geteuid() == 0
@@ -51,12 +55,18 @@ class LocalBackend(BridgePlaces):
         if holder is not None:
             raise GregorError(f"subnet {subnet} of lab {lab!r} is already used by {holder}; choose another --lab name")
         hosts = list(subnet.hosts())
-        state = {"subnet": str(subnet), "bridge_ip": str(hosts[0]), "lab_dir": str(labs_dir() / lab),
-                 "nodes": [{"name": name, "address": str(hosts[10 + i])} for i, name in enumerate(names)],
-                 "clients": {}}
-        progress(f"lab {lab}: bridge {netns.bridge_name(lab)} {state['bridge_ip']}/{subnet.prefixlen}, "
-                 f"{len(names)} namespaces")
-        kill_processes_under(Path(state["lab_dir"]))   # an older crashed lab's processes hold its files
+        state = {
+            "subnet": str(subnet),
+            "bridge_ip": str(hosts[0]),
+            "lab_dir": str(labs_dir() / lab),
+            "nodes": [{"name": name, "address": str(hosts[10 + i])} for i, name in enumerate(names)],
+            "clients": {},
+        }
+        progress(
+            f"lab {lab}: bridge {netns.bridge_name(lab)} {state['bridge_ip']}/{subnet.prefixlen}, "
+            f"{len(names)} namespaces"
+        )
+        kill_processes_under(Path(state["lab_dir"]))  # an older crashed lab's processes hold its files
         unmount_under(Path(state["lab_dir"]))
         shutil.rmtree(state["lab_dir"], ignore_errors=True)
         netns.create_bridge(lab, state["bridge_ip"], subnet.prefixlen)
@@ -65,17 +75,21 @@ class LocalBackend(BridgePlaces):
             netns.create_member(lab, node.name, node.address, subnet.prefixlen, state["bridge_ip"])
             Path(node.home).mkdir(parents=True, exist_ok=True)
             node.prepare_network()
-        if not names:   # a lab of clients only (an external cluster): they must reach out of the bridge
+        if not names:  # a lab of clients only (an external cluster): they must reach out of the bridge
             Path(state["lab_dir"]).mkdir(parents=True, exist_ok=True)
             routed_places.open_routes(lab)
         return state
 
     def nodes(self, lab: str, state: dict) -> list[NamespaceNode]:
-        return [NamespaceNode(n["name"], n["address"], os.path.join(state["lab_dir"], n["name"]),
-                              netns.ns_name(lab, n["name"])) for n in state["nodes"]]
+        return [
+            NamespaceNode(
+                n["name"], n["address"], os.path.join(state["lab_dir"], n["name"]), netns.ns_name(lab, n["name"])
+            )
+            for n in state["nodes"]
+        ]
 
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
-        copy_node_files(node.home, local_dir, skip={"data", "disk"})   # disk: powerfs's copy of data
+        copy_node_files(node.home, local_dir, skip={"data", "disk"})  # disk: powerfs's copy of data
 
     def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
         require_root()
@@ -112,14 +126,19 @@ class LocalBackend(BridgePlaces):
 
     def busy(self, lab: str) -> bool:
         """Whether anything of a lab of this name exists (up, or left by a crash)."""
-        return bool([ns for ns in netns.namespaces() if ns.startswith(f"{lab}-")]) \
-            or netns.link_exists(netns.bridge_name(lab))
+        return bool([ns for ns in netns.namespaces() if ns.startswith(f"{lab}-")]) or netns.link_exists(
+            netns.bridge_name(lab)
+        )
 
 
 def _pids_with(marker: str) -> list[int]:
-    return [int(entry.name) for entry in Path("/proc").iterdir()
-            if entry.name.isdigit() and int(entry.name) != os.getpid()
-            and any(marker in arg for arg in proc_cmdline(int(entry.name)))]
+    return [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and int(entry.name) != os.getpid()
+        and any(marker in arg for arg in proc_cmdline(int(entry.name)))
+    ]
 
 
 def kill_processes_under(directory: Path) -> int:
@@ -135,7 +154,7 @@ def kill_processes_under(directory: Path) -> int:
             continue
     deadline = time.monotonic() + 10
     while killed and _pids_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)   # a dead process has an empty cmdline (zombie) or none at all
+        time.sleep(0.05)  # a dead process has an empty cmdline (zombie) or none at all
     reap_children()
     return killed
 

@@ -52,8 +52,15 @@ def _spawn(full: list[str], log: str, pid_file: str, env: dict | None, cwd: str 
     """A long-running process in a session of its own, output to `log`, pid to `pid_file`."""
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        child = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None)
+        child = subprocess.Popen(
+            full,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cwd,
+            env={**os.environ, **env} if env else None,
+        )
     _CHILDREN[child.pid] = child
     Path(pid_file).write_text(f"{child.pid}\n")
     return child.pid
@@ -69,8 +76,9 @@ class NamespaceNode(ExecNode):
     def exec_prefix(self) -> list[str]:
         return ["ip", "netns", "exec", self.namespace]
 
-    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
-             stdin: str | None = None) -> subprocess.CompletedProcess:
+    def exec(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float = 30, stdin: str | None = None
+    ) -> subprocess.CompletedProcess:
         return self._run([*self.exec_prefix(), *argv], argv, check, timeout, stdin)
 
     def fs_exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30):
@@ -78,20 +86,24 @@ class NamespaceNode(ExecNode):
         namespace of its own, where a mount would stay unseen by the broker."""
         return self._run(list(argv), argv, check, timeout, None)
 
-    def _run(self, full: list[str], argv: Sequence[str], check: bool, timeout: float,
-             stdin: str | None) -> subprocess.CompletedProcess:
+    def _run(
+        self, full: list[str], argv: Sequence[str], check: bool, timeout: float, stdin: str | None
+    ) -> subprocess.CompletedProcess:
         result = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
-            raise GregorError(f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
-                              f"{(result.stderr or result.stdout).strip()[:300]}")
+            raise GregorError(
+                f"{self.name}: {' '.join(argv)} exited {result.returncode}: "
+                f"{(result.stderr or result.stdout).strip()[:300]}"
+            )
         return result
 
     def run(self, argv: Sequence[str], check: bool = True, timeout: float = 30):
         """Old name of exec (tests and scripts use it)."""
         return self.exec(argv, check=check, timeout=timeout)
 
-    def spawn(self, argv: Sequence[str], *, log: str, pid_file: str,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    def spawn(
+        self, argv: Sequence[str], *, log: str, pid_file: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> int:
         """Starts argv in the namespace, in a session of its own (Ctrl-C in the
         terminal never reaches it); `ip netns exec` execs in place, so the pid
         written to pid_file is the process's own."""
@@ -102,21 +114,21 @@ class NamespaceNode(ExecNode):
         return _spawn(list(argv), log, pid_file, None, None)
 
     def upload(self, local: str, remote: str) -> None:
-        copy_path(local, remote)   # same file system
+        copy_path(local, remote)  # same file system
 
     def download(self, remote: str, local: str) -> None:
         copy_path(remote, local)
 
     def provide(self, local_dir: str) -> str:
-        return local_dir   # the node reads the controller's files where they are
+        return local_dir  # the node reads the controller's files where they are
 
-    python = sys.executable   # the controller's own: the node is this host
+    python = sys.executable  # the controller's own: the node is this host
 
     def tool(self, filename: str) -> list[str]:
         return [self.python, str(HARNESS_DIR / filename)]
 
     def netem_tag(self) -> str:
-        return self.namespace   # every namespace's emulator shows in this host's /proc
+        return self.namespace  # every namespace's emulator shows in this host's /proc
 
     # fast paths: the same /proc and the same pids as the controller
     def _pid_and_state(self) -> tuple[int, str] | None:
@@ -134,7 +146,7 @@ class NamespaceNode(ExecNode):
         cmdline = proc_cmdline(pid)
         # An empty cmdline is a process in the middle of exec (ip netns exec -> java).
         if cmdline and not any(service.marker in arg for arg in cmdline):
-            return None   # the pid was recycled by some other process
+            return None  # the pid was recycled by some other process
         return pid, state
 
     def _send(self, pid: int, sig: signal.Signals) -> bool:

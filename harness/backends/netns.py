@@ -27,9 +27,7 @@ CLONE_NEWNET = 0x40000000
 def check_lab_name(name: str) -> str:
     # Interface names are capped at 15 characters: "<lab>-<member>" must fit.
     if not LAB_NAME.match(name or ""):
-        raise GregorError(
-            f"bad lab name {name!r}: use 1-8 lowercase letters or digits, starting with a letter"
-        )
+        raise GregorError(f"bad lab name {name!r}: use 1-8 lowercase letters or digits, starting with a letter")
     return name
 
 
@@ -111,8 +109,9 @@ def delete_bridge(lab: str) -> None:
     quiet(["ip", "link", "del", bridge_name(lab)])
 
 
-def create_member(lab: str, member: str, address: str, prefix: int, gateway: str | None,
-                  bridge: str | None = None) -> str:
+def create_member(
+    lab: str, member: str, address: str, prefix: int, gateway: str | None, bridge: str | None = None
+) -> str:
     """A namespace with one veth on `bridge` (default: the lab's own bridge);
     returns the namespace name."""
     ns = ns_name(lab, member)

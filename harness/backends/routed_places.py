@@ -23,9 +23,11 @@ def _comment(lab: str) -> list[str]:
 def _rules(lab: str) -> list[tuple[str, str, list[str]]]:
     """(table, chain, rule) of the lab's routes."""
     bridge, subnet = netns.bridge_name(lab), str(netns.lab_subnet(lab))
-    return [("nat", "POSTROUTING", ["-s", subnet, "!", "-o", bridge, *_comment(lab), "-j", "MASQUERADE"]),
-            ("filter", "FORWARD", ["-i", bridge, *_comment(lab), "-j", "ACCEPT"]),
-            ("filter", "FORWARD", ["-o", bridge, *_comment(lab), "-j", "ACCEPT"])]
+    return [
+        ("nat", "POSTROUTING", ["-s", subnet, "!", "-o", bridge, *_comment(lab), "-j", "MASQUERADE"]),
+        ("filter", "FORWARD", ["-i", bridge, *_comment(lab), "-j", "ACCEPT"]),
+        ("filter", "FORWARD", ["-o", bridge, *_comment(lab), "-j", "ACCEPT"]),
+    ]
 
 
 def open_routes(lab: str) -> None:

@@ -35,14 +35,23 @@ from harness.errors import GregorError
 from harness.node import ExecNode
 from harness.protocols import NODE_FAULTS
 
-LAB_ROOT = "/var/lib/gregor/labs"     # on each host
+LAB_ROOT = "/var/lib/gregor/labs"  # on each host
 HARNESS_DIR = Path(__file__).resolve().parent.parent
 TOOL_FILES = ("nfqueue_netem.py",)
-DEVICE_FILE = ".device"               # the interface faults act on, for a teardown without state
+DEVICE_FILE = ".device"  # the interface faults act on, for a teardown without state
 
 # What every host needs, by the Debian package that has it.
-TOOLS = {"iptables": "iptables", "tc": "iproute2", "ip": "iproute2", "ss": "iproute2", "kill": "procps",
-         "python3": "python3", "setsid": "util-linux", "timeout": "coreutils", "sha256sum": "coreutils"}
+TOOLS = {
+    "iptables": "iptables",
+    "tc": "iproute2",
+    "ip": "iproute2",
+    "ss": "iproute2",
+    "kill": "procps",
+    "python3": "python3",
+    "setsid": "util-linux",
+    "timeout": "coreutils",
+    "sha256sum": "coreutils",
+}
 
 # Starts "$@" in a session of its own, detached from the SSH channel, its
 # output appended to the log; prints its pid once the pid file holds it.
@@ -133,10 +142,11 @@ def close_connections() -> None:
 class SshNode(ExecNode):
     """A node that is a host reached over SSH."""
 
-    python = "python3"   # the host's own, for our node-side tools
+    python = "python3"  # the host's own, for our node-side tools
 
-    def __init__(self, name: str, address: str, home: str, lab: str, host: SshHost, conn: Connection,
-                 device: str = "eth0"):
+    def __init__(
+        self, name: str, address: str, home: str, lab: str, host: SshHost, conn: Connection, device: str = "eth0"
+    ):
         super().__init__(name, address, home)
         self.lab = lab
         self.host = host
@@ -150,25 +160,29 @@ class SshNode(ExecNode):
     def _as_root(self) -> list[str]:
         return [] if self.host.user == "root" else ["sudo", "-n", "--"]
 
-    def exec(self, argv: Sequence[str], *, check: bool = True, timeout: float = 30,
-             stdin: str | None = None) -> subprocess.CompletedProcess:
+    def exec(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float = 30, stdin: str | None = None
+    ) -> subprocess.CompletedProcess:
         command = shlex.join([*self._as_root(), "timeout", "-s", "KILL", str(int(timeout) + 1), *argv])
-        code, out, err = self.connection.run(command, stdin=None if stdin is None else stdin.encode(),
-                                             timeout=timeout)
-        result = subprocess.CompletedProcess(list(argv), code, out.decode(errors="replace"),
-                                             err.decode(errors="replace"))
+        code, out, err = self.connection.run(command, stdin=None if stdin is None else stdin.encode(), timeout=timeout)
+        result = subprocess.CompletedProcess(
+            list(argv), code, out.decode(errors="replace"), err.decode(errors="replace")
+        )
         if check and code != 0:
-            raise GregorError(f"{self.label}: {' '.join(argv)} exited {code}: "
-                              f"{(result.stderr or result.stdout).strip()[:300]}")
+            raise GregorError(
+                f"{self.label}: {' '.join(argv)} exited {code}: {(result.stderr or result.stdout).strip()[:300]}"
+            )
         return result
 
-    def spawn(self, argv: Sequence[str], *, log: str, pid_file: str,
-              env: dict[str, str] | None = None, cwd: str | None = None) -> int:
+    def spawn(
+        self, argv: Sequence[str], *, log: str, pid_file: str, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> int:
         """Starts argv detached (setsid, all output to the log); never sent
         twice, so a connection lost meanwhile is an error, not a retry."""
         prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
-        command = shlex.join([*self._as_root(), "sh", "-c", _SPAWN, "sh", pid_file, log, cwd or self.home,
-                              *prefix, *argv])
+        command = shlex.join(
+            [*self._as_root(), "sh", "-c", _SPAWN, "sh", pid_file, log, cwd or self.home, *prefix, *argv]
+        )
         code, out, err = self.connection.run(command, timeout=30, retry=False)
         text = out.decode(errors="replace").strip()
         if code != 0 or not text.isdigit():
@@ -187,7 +201,7 @@ class SshNode(ExecNode):
         return ssh_files.provide(self.connection, local_dir)
 
     def netem_tag(self) -> str:
-        return f"{self.lab}-{self.name}"   # teardown ends the lab's emulators by this prefix
+        return f"{self.lab}-{self.name}"  # teardown ends the lab's emulators by this prefix
 
 
 class SshBackend(NatPlaces):
@@ -195,10 +209,16 @@ class SshBackend(NatPlaces):
 
     name = "ssh"
     faults = frozenset(NODE_FAULTS)
-    creates_machines = False   # its nodes are hosts that exist already (an external cluster's brokers, say)
+    creates_machines = False  # its nodes are hosts that exist already (an external cluster's brokers, say)
 
-    def __init__(self, hosts: str | None = None, ssh_key: str | None = None, vagrant: str | None = None,
-                 known_hosts: str | None = None, insecure_host_keys: bool = False):
+    def __init__(
+        self,
+        hosts: str | None = None,
+        ssh_key: str | None = None,
+        vagrant: str | None = None,
+        known_hosts: str | None = None,
+        insecure_host_keys: bool = False,
+    ):
         self.hosts_text = hosts
         self.ssh_key = ssh_key
         self.vagrant = vagrant
@@ -219,8 +239,10 @@ class SshBackend(NatPlaces):
             elif self.hosts_text:
                 self._hosts = parse_hosts(self.hosts_text, self.ssh_key)
             else:
-                raise GregorError("the ssh backend needs its hosts: --hosts user@host[:port],... with "
-                                  "--ssh-key FILE, or --vagrant DIR (a Vagrant lab, vagrant/README.md)")
+                raise GregorError(
+                    "the ssh backend needs its hosts: --hosts user@host[:port],... with "
+                    "--ssh-key FILE, or --vagrant DIR (a Vagrant lab, vagrant/README.md)"
+                )
         return self._hosts
 
     def _state_hosts(self, state: dict | None) -> list[tuple[str | None, SshHost]]:
@@ -233,7 +255,7 @@ class SshBackend(NatPlaces):
 
     # --- the protocol ---------------------------------------------------------------------
     def can_look_without_starting(self) -> bool:
-        return False   # without hosts there is nothing to look at
+        return False  # without hosts there is nothing to look at
 
     def check(self) -> None:
         try:
@@ -245,28 +267,42 @@ class SshBackend(NatPlaces):
     def describe(self, state: dict) -> dict:
         """For test.json and the report: where the nodes are, and how their keys were checked (no secrets)."""
         hosts = self._state_hosts(state)
-        return {"hosts": ", ".join(f"{name} {host.where()}" for name, host in hosts),
-                "host_keys": self.trust.describe([host for _, host in hosts])}
+        return {
+            "hosts": ", ".join(f"{name} {host.where()}" for name, host in hosts),
+            "host_keys": self.trust.describe([host for _, host in hosts]),
+        }
 
     def provision(self, lab: str, names: list[str], progress) -> dict:
         hosts = self.hosts()
         if len(hosts) != len(names):
-            raise GregorError(f"the lab has {len(names)} nodes but {len(hosts)} hosts were given; "
-                              f"give --nodes {len(hosts)} or name {len(names)} hosts")
+            raise GregorError(
+                f"the lab has {len(names)} nodes but {len(hosts)} hosts were given; "
+                f"give --nodes {len(hosts)} or name {len(names)} hosts"
+            )
         subnet = netns.lab_subnet(lab)
-        state = {"hosts": [h.to_json() for h in hosts], "nodes": [], "subnet": str(subnet),
-                 "bridge_ip": str(next(subnet.hosts())), "clients": {}}
-        progress(f"lab {lab}: {len(hosts)} hosts over SSH ({', '.join(h.where() for h in hosts)}); "
-                 f"host keys {self.trust.describe(hosts)}")
+        state = {
+            "hosts": [h.to_json() for h in hosts],
+            "nodes": [],
+            "subnet": str(subnet),
+            "bridge_ip": str(next(subnet.hosts())),
+            "clients": {},
+        }
+        progress(
+            f"lab {lab}: {len(hosts)} hosts over SSH ({', '.join(h.where() for h in hosts)}); "
+            f"host keys {self.trust.describe(hosts)}"
+        )
         for name, host in zip(names, hosts):
             conn = self._connection(name, host)
             address, device = self._inspect(lab, name, host, conn)
             twin = next((n["name"] for n in state["nodes"] if n["address"] == address), None)
             if twin:
-                raise GregorError(f"{conn.label}: it is the same host as {twin} (address {address}); "
-                                  "each node needs a host of its own")
-            state["nodes"].append({"name": name, "address": address, "device": device,
-                                   "home": f"{LAB_ROOT}/{lab}/{name}"})
+                raise GregorError(
+                    f"{conn.label}: it is the same host as {twin} (address {address}); "
+                    "each node needs a host of its own"
+                )
+            state["nodes"].append(
+                {"name": name, "address": address, "device": device, "home": f"{LAB_ROOT}/{lab}/{name}"}
+            )
         for node in self.nodes(lab, state):
             self._prepare(node)
         return state
@@ -277,29 +313,37 @@ class SshBackend(NatPlaces):
         if host.user != "root":
             code, _, _ = conn.run(shlex.join(["sudo", "-n", "true"]))
             if code != 0:
-                raise GregorError(f"{probe.label}: {host.user} cannot run commands as root without a password "
-                                  "(sudo -n); log in as root or allow passwordless sudo there")
+                raise GregorError(
+                    f"{probe.label}: {host.user} cannot run commands as root without a password "
+                    "(sudo -n); log in as root or allow passwordless sudo there"
+                )
         out = probe.exec(["env", f"LAB_ROOT={LAB_ROOT}", "sh", "-c", _PREFLIGHT, "sh", *TOOLS]).stdout.splitlines()
         missing = [line.split()[1] for line in out if line.startswith("missing ")]
         if missing:
             packages = sorted({TOOLS[tool] for tool in missing})
-            raise GregorError(f"{probe.label}: {', '.join(missing)} not found; install it there "
-                              f"(Debian: apt-get install {' '.join(packages)}); Gregor's faults and tools need it")
+            raise GregorError(
+                f"{probe.label}: {', '.join(missing)} not found; install it there "
+                f"(Debian: apt-get install {' '.join(packages)}); Gregor's faults and tools need it"
+            )
         others = [line.split()[1] for line in out if line.startswith("lab ") and line.split()[1] != lab]
         if others:
-            raise GregorError(f"{probe.label}: the host still holds lab {others[0]!r} ({LAB_ROOT}/{others[0]}); "
-                              f"take it down first: gregor lab down --backend ssh --lab {others[0]} --hosts ...")
+            raise GregorError(
+                f"{probe.label}: the host still holds lab {others[0]!r} ({LAB_ROOT}/{others[0]}); "
+                f"take it down first: gregor lab down --backend ssh --lab {others[0]} --hosts ..."
+            )
         address = host.address or _ipv4_of(host, probe.label)
         devices = [line.split()[1] for line in out if line.startswith("addr ") and line.split()[2] == address]
         if not devices:
-            raise GregorError(f"{probe.label}: no interface there has the address {address}; the node's address "
-                              "must be the host's own (the one its peers and the clients reach it at)")
+            raise GregorError(
+                f"{probe.label}: no interface there has the address {address}; the node's address "
+                "must be the host's own (the one its peers and the clients reach it at)"
+            )
         return address, devices[0]
 
     def _prepare(self, node: SshNode) -> None:
         node.exec(["rm", "-rf", node.home])
         node.exec(["mkdir", "-p", f"{node.home}/tools"])
-        if node.host.user != "root":   # SFTP writes as the login user
+        if node.host.user != "root":  # SFTP writes as the login user
             node.exec(["chown", "-R", node.host.user, f"{LAB_ROOT}/{node.lab}"])
         node.write_text(f"{node.home}/{DEVICE_FILE}", node.device + "\n")
         for tool in TOOL_FILES:
@@ -310,13 +354,23 @@ class SshBackend(NatPlaces):
         found = []
         for node, host in zip(state["nodes"], state["hosts"]):
             host = SshHost.from_json(host)
-            found.append(SshNode(node["name"], node["address"], node["home"], lab, host,
-                                 self._connection(node["name"], host), node.get("device", "eth0")))
+            found.append(
+                SshNode(
+                    node["name"],
+                    node["address"],
+                    node["home"],
+                    lab,
+                    host,
+                    self._connection(node["name"], host),
+                    node.get("device", "eth0"),
+                )
+            )
         return found
 
     def collect(self, lab: str, state: dict, node: SshNode, local_dir: str) -> None:
-        node.connection.with_sftp(lambda sftp: ssh_files.get_tree(
-            sftp, node.home, local_dir, skip=frozenset({"data", "tools", DEVICE_FILE})))
+        node.connection.with_sftp(
+            lambda sftp: ssh_files.get_tree(sftp, node.home, local_dir, skip=frozenset({"data", "tools", DEVICE_FILE}))
+        )
 
     def _each_host(self, state: dict | None, script: str, lab: str) -> tuple[dict[str, list[str]], list[str]]:
         """Runs a script of ours as root on every host: ({host label: its
@@ -334,10 +388,12 @@ class SshBackend(NatPlaces):
 
     def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
         if state is None and not self.given():
-            raise GregorError(f"lab {lab!r} has no state file here; name its hosts: gregor lab down --backend ssh "
-                              f"--lab {lab} --hosts user@host,... (or --vagrant DIR)")
+            raise GregorError(
+                f"lab {lab!r} has no state file here; name its hosts: gregor lab down --backend ssh "
+                f"--lab {lab} --hosts user@host,... (or --vagrant DIR)"
+            )
         done = []
-        spaces = remove_namespaces(lab)   # client places and their bridge, on this host
+        spaces = remove_namespaces(lab)  # client places and their bridge, on this host
         if spaces:
             done.append(f"{spaces} client namespaces removed")
         rules = close_gateway(lab)
@@ -345,10 +401,12 @@ class SshBackend(NatPlaces):
             done.append(f"{rules} NAT/forwarding rules removed")
         said, unreachable = self._each_host(state, _TEARDOWN, lab)
         done += [f"{label}: {', '.join(lines)}" for label, lines in said.items() if lines]
-        for problem in unreachable:   # said loudly, with how to finish the job later
+        for problem in unreachable:  # said loudly, with how to finish the job later
             done.append(f"NOT cleaned: {problem}")
-            progress(f"lab {lab}: NOT cleaned, so processes or faults of the lab may remain there: {problem}; "
-                     f"once it answers: gregor lab down --backend ssh --lab {lab} --hosts ...")
+            progress(
+                f"lab {lab}: NOT cleaned, so processes or faults of the lab may remain there: {problem}; "
+                f"once it answers: gregor lab down --backend ssh --lab {lab} --hosts ..."
+            )
         return done
 
     def leftovers(self, lab: str) -> list[str]:
@@ -373,7 +431,7 @@ def _ipv4_of(host: SshHost, label: str) -> str:
     try:
         infos = socket.getaddrinfo(host.host, host.port, socket.AF_INET, socket.SOCK_STREAM)
     except socket.gaierror as error:
-        raise GregorError(f"{label}: cannot resolve host name {host.host!r} to an IPv4 address "
-                          f"({error.strerror})") from None
+        raise GregorError(
+            f"{label}: cannot resolve host name {host.host!r} to an IPv4 address ({error.strerror})"
+        ) from None
     return infos[0][4][0]
-

@@ -28,7 +28,7 @@ from harness.backends.ssh_hosts import SshHost
 from harness.errors import GregorError
 
 CONNECT_TIMEOUT_S = 10
-RECONNECT_ATTEMPTS = 3          # after a connection that was up is lost
+RECONNECT_ATTEMPTS = 3  # after a connection that was up is lost
 RECONNECT_PAUSE_S = 1.0
 KEEPALIVE_S = 15
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
@@ -80,7 +80,7 @@ class Connection:
     def __init__(self, host: SshHost, trust: Trust, label: str):
         self.host = host
         self.trust = trust
-        self.label = label            # "n1 (root@10.0.0.2:22)" in every message
+        self.label = label  # "n1 (root@10.0.0.2:22)" in every message
         self._lock = threading.RLock()
         self._transport = None
         self._sftp = None
@@ -108,11 +108,14 @@ class Connection:
 
     def _open(self):
         import paramiko
+
         host = self.host
         try:
             sock = socket.create_connection((host.host, host.port), timeout=CONNECT_TIMEOUT_S)
         except ConnectionRefusedError:
-            raise _Unreachable(f"connection refused on port {host.port}; is sshd running and listening there?") from None
+            raise _Unreachable(
+                f"connection refused on port {host.port}; is sshd running and listening there?"
+            ) from None
         except socket.gaierror as error:
             raise GregorError(f"{self.label}: cannot resolve host name {host.host!r} ({error.strerror})") from None
         except (socket.timeout, TimeoutError):
@@ -142,6 +145,7 @@ class Connection:
     def _expected_keys(self) -> dict:
         """key type -> key this host must present ({} = nothing known)."""
         import paramiko
+
         if self.trust.insecure:
             return {}
         if self.host.host_key:
@@ -149,8 +153,10 @@ class Connection:
             try:
                 return {kind: paramiko.PKey.from_type_string(kind, base64.b64decode(data))}
             except Exception:  # noqa: BLE001 - a damaged key file of the Vagrant lab
-                raise GregorError(f"{self.label}: the Vagrant lab's host key file for {self.host.machine} is "
-                                  "damaged; run vagrant destroy -f and vagrant up again") from None
+                raise GregorError(
+                    f"{self.label}: the Vagrant lab's host key file for {self.host.machine} is "
+                    "damaged; run vagrant destroy -f and vagrant up again"
+                ) from None
         known = paramiko.HostKeys()
         for path in (self.trust.known_hosts, "/etc/ssh/ssh_known_hosts"):
             if os.path.isfile(path):
@@ -165,27 +171,30 @@ class Connection:
         if self.trust.insecure:
             return
         offered = f"{key.get_name()} {fingerprint(key)}"
-        where = (f"the Vagrant lab's key for {self.host.machine}" if self.host.host_key
-                 else self.trust.known_hosts)
+        where = f"the Vagrant lab's key for {self.host.machine}" if self.host.host_key else self.trust.known_hosts
         if not expected:
             raise GregorError(
                 f"{self.label}: unknown host key ({offered}); if that is the host's key, add it to "
                 f"{self.trust.known_hosts} (ssh-keyscan -p {self.host.port} {self.host.host} >> "
-                f"{self.trust.known_hosts}, after checking the fingerprint on the host) or pass --insecure-host-keys")
+                f"{self.trust.known_hosts}, after checking the fingerprint on the host) or pass --insecure-host-keys"
+            )
         if expected.get(key.get_name()) == key:
             return
         if self.host.host_key:
             how = "if the machine was rebuilt outside Vagrant, run vagrant destroy -f and vagrant up again"
         else:
-            how = (f"if the host was reinstalled, accept its new key: ssh-keygen -f {self.trust.known_hosts} "
-                   f"-R '{known_hosts_name(self.host)}', then add the new one after checking its fingerprint "
-                   f"(ssh-keyscan -p {self.host.port} {self.host.host} >> {self.trust.known_hosts}); "
-                   "or pass --insecure-host-keys")
+            how = (
+                f"if the host was reinstalled, accept its new key: ssh-keygen -f {self.trust.known_hosts} "
+                f"-R '{known_hosts_name(self.host)}', then add the new one after checking its fingerprint "
+                f"(ssh-keyscan -p {self.host.port} {self.host.host} >> {self.trust.known_hosts}); "
+                "or pass --insecure-host-keys"
+            )
         old = ", ".join(f"{kind} {fingerprint(k)}" for kind, k in expected.items())
         raise GregorError(f"{self.label}: the host key has CHANGED: it offers {offered}, {where} has {old}; {how}")
 
     def _authenticate(self, transport) -> None:
         import paramiko
+
         user, keys = self.host.user, _load_keys(self.host.key_file, self.label)
         refused = None
         for path, key in keys:
@@ -193,14 +202,18 @@ class Connection:
                 transport.auth_publickey(user, key)
                 return
             except paramiko.BadAuthenticationType as error:
-                raise GregorError(f"{self.label}: the host accepts no public key for {user} (only "
-                                  f"{', '.join(error.allowed_types) or 'nothing'}); Gregor logs in with a key") from None
+                raise GregorError(
+                    f"{self.label}: the host accepts no public key for {user} (only "
+                    f"{', '.join(error.allowed_types) or 'nothing'}); Gregor logs in with a key"
+                ) from None
             except paramiko.AuthenticationException:
                 refused = path
             except (paramiko.SSHException, EOFError, OSError) as error:
                 raise _Unreachable(f"connection lost while logging in ({_text(error)})") from None
-        raise GregorError(f"{self.label}: the host refused the key {refused} for user {user}; give the right "
-                          f"--ssh-key, or add its public key to {user}'s ~/.ssh/authorized_keys there")
+        raise GregorError(
+            f"{self.label}: the host refused the key {refused} for user {user}; give the right "
+            f"--ssh-key, or add its public key to {user}'s ~/.ssh/authorized_keys there"
+        )
 
     def _drop(self) -> None:
         for thing in (self._sftp, self._transport):
@@ -218,15 +231,17 @@ class Connection:
             self._was_up = False
 
     # --- commands ----------------------------------------------------------------------
-    def run(self, command: str, stdin: bytes | None = None, timeout: float = 30,
-            retry: bool = True) -> tuple[int, bytes, bytes]:
+    def run(
+        self, command: str, stdin: bytes | None = None, timeout: float = 30, retry: bool = True
+    ) -> tuple[int, bytes, bytes]:
         """Runs a shell command line there: (exit status, stdout, stderr).
 
         A lost connection is opened again and the command run again when
         `retry` (every command Gregor runs this way is idempotent); a command
         that must not run twice (a spawn) raises GregorError instead."""
         import paramiko
-        for attempt in range(1, RECONNECT_ATTEMPTS + 1):
+
+        for _attempt in range(1, RECONNECT_ATTEMPTS + 1):
             transport = self.transport()
             try:
                 channel = transport.open_session(timeout=CONNECT_TIMEOUT_S)
@@ -238,8 +253,10 @@ class Connection:
             except LostConnection:
                 self._lost(transport)
                 if not retry:
-                    raise GregorError(f"{self.label}: the SSH connection was lost while running "
-                                      f"{command[:80]}; it may or may not have run") from None
+                    raise GregorError(
+                        f"{self.label}: the SSH connection was lost while running "
+                        f"{command[:80]}; it may or may not have run"
+                    ) from None
             finally:
                 channel.close()
         raise GregorError(f"{self.label}: the SSH connection keeps failing ({RECONNECT_ATTEMPTS} attempts)")
@@ -252,20 +269,24 @@ class Connection:
     # --- files -------------------------------------------------------------------------
     def sftp(self):
         import paramiko
+
         with self._lock:
             transport = self.transport()
             if self._sftp is None or self._sftp.get_channel().get_transport() is not transport:
                 try:
                     self._sftp = paramiko.SFTPClient.from_transport(transport)
                 except (paramiko.SSHException, EOFError, OSError) as error:
-                    raise GregorError(f"{self.label}: the host offers no SFTP ({_text(error)}); "
-                                      "enable the sftp subsystem in its sshd_config") from None
+                    raise GregorError(
+                        f"{self.label}: the host offers no SFTP ({_text(error)}); "
+                        "enable the sftp subsystem in its sshd_config"
+                    ) from None
             return self._sftp
 
     def with_sftp(self, action):
         """Runs action(sftp), once more on a fresh connection if the
         connection was lost meanwhile (every transfer we make can be redone)."""
         import paramiko
+
         attempt = 1
         while True:
             sftp = self.sftp()
@@ -273,7 +294,7 @@ class Connection:
             try:
                 return action(sftp)
             except (EOFError, OSError, paramiko.SSHException) as error:
-                if transport.is_active() or attempt == 2:   # a file's own error, or lost twice
+                if transport.is_active() or attempt == 2:  # a file's own error, or lost twice
                     raise GregorError(f"{self.label}: file transfer failed: {_text(error)}") from None
                 self._lost(transport)
             attempt += 1
@@ -285,7 +306,7 @@ class _Unreachable(Exception):
 
 def _run_on(channel, command: str, stdin: bytes | None, timeout: float, label: str):
     """Sends one command on an open channel and reads both streams to the end."""
-    deadline = time.monotonic() + timeout + 10   # the remote `timeout` fires first
+    deadline = time.monotonic() + timeout + 10  # the remote `timeout` fires first
     try:
         channel.exec_command(command)
         if stdin:
@@ -323,6 +344,7 @@ def _run_on(channel, command: str, stdin: bytes | None, timeout: float, label: s
 def _load_keys(path: str | None, label: str) -> list[tuple[str, object]]:
     """The key file named, or else ssh's default key files; never a passphrase prompt."""
     import paramiko
+
     candidates = [path] if path else [os.path.expanduser(f"~/.ssh/{name}") for name in DEFAULT_KEYS]
     keys = []
     for candidate in candidates:
@@ -333,12 +355,16 @@ def _load_keys(path: str | None, label: str) -> list[tuple[str, object]]:
         try:
             keys.append((candidate, paramiko.PKey.from_path(candidate)))
         except paramiko.PasswordRequiredException:
-            raise GregorError(f"--ssh-key {candidate}: the key is protected by a passphrase; give an "
-                              "unencrypted key made for the lab (ssh-keygen -t ed25519 -N '')") from None
+            raise GregorError(
+                f"--ssh-key {candidate}: the key is protected by a passphrase; give an "
+                "unencrypted key made for the lab (ssh-keygen -t ed25519 -N '')"
+            ) from None
         except (paramiko.SSHException, ValueError, OSError, UnicodeDecodeError):
             if path:
-                raise GregorError(f"--ssh-key {candidate}: not a private key Gregor can read (give an "
-                                  "OpenSSH or PEM private key file, e.g. one made by ssh-keygen)") from None
+                raise GregorError(
+                    f"--ssh-key {candidate}: not a private key Gregor can read (give an "
+                    "OpenSSH or PEM private key file, e.g. one made by ssh-keygen)"
+                ) from None
     if not keys:
         raise GregorError(f"{label}: no SSH key to log in with; give --ssh-key FILE")
     return keys

@@ -22,9 +22,9 @@ from pathlib import Path
 from harness.errors import GregorError
 
 MANIFEST = ".gregor-manifest"
-CACHE = ".cache/gregor/files"      # under the login user's home on the host
+CACHE = ".cache/gregor/files"  # under the login user's home on the host
 
-_digests: dict[tuple, tuple[str, str]] = {}   # (path, listing) -> (digest, manifest), per process
+_digests: dict[tuple, tuple[str, str]] = {}  # (path, listing) -> (digest, manifest), per process
 
 
 def tree_manifest(local_dir: str) -> tuple[str, str]:
@@ -58,7 +58,7 @@ def _put(sftp, local: str, remote: str) -> None:
         try:
             sftp.mkdir(remote)
         except OSError:
-            pass   # there already (the top of the tree, or an upload done again)
+            pass  # there already (the top of the tree, or an upload done again)
         for entry in sorted(os.listdir(local)):
             _put(sftp, os.path.join(local, entry), posixpath.join(remote, entry))
         return
@@ -126,16 +126,21 @@ def _commit(connection, stage: str, target: str) -> str:
     """Checks every file against the manifest on the host, then renames the
     stage into place (or drops it when another upload got there first), and
     removes what interrupted uploads of this tree left more than 10 min ago."""
-    script = ('cd "$1" && sha256sum --quiet --strict -c .gregor-manifest || exit 3; cd /; '
-              'if [ -e "$2/.gregor-manifest" ]; then rm -rf "$1"; else rm -rf "$2" && mv "$1" "$2"; fi && '
-              'find "$(dirname "$2")" -maxdepth 1 -name "$(basename "$2").partial-*" -mmin +10 '
-              '-exec rm -rf {} + 2>/dev/null; exit 0')
+    script = (
+        'cd "$1" && sha256sum --quiet --strict -c .gregor-manifest || exit 3; cd /; '
+        'if [ -e "$2/.gregor-manifest" ]; then rm -rf "$1"; else rm -rf "$2" && mv "$1" "$2"; fi && '
+        'find "$(dirname "$2")" -maxdepth 1 -name "$(basename "$2").partial-*" -mmin +10 '
+        "-exec rm -rf {} + 2>/dev/null; exit 0"
+    )
     code, out, err = connection.run(shlex.join(["sh", "-c", script, "sh", stage, target]), timeout=300)
     if code == 3:
         connection.run(shlex.join(["rm", "-rf", stage]))
-        raise GregorError(f"{connection.label}: uploaded files do not match their sha256 sums "
-                          f"({(out or err).decode(errors='replace').strip()[:200]})")
+        raise GregorError(
+            f"{connection.label}: uploaded files do not match their sha256 sums "
+            f"({(out or err).decode(errors='replace').strip()[:200]})"
+        )
     if code != 0:
-        raise GregorError(f"{connection.label}: could not put the cached files in place: "
-                          f"{err.decode(errors='replace').strip()[:200]}")
+        raise GregorError(
+            f"{connection.label}: could not put the cached files in place: {err.decode(errors='replace').strip()[:200]}"
+        )
     return target

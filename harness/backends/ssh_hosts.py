@@ -19,7 +19,7 @@ from pathlib import Path
 from harness.errors import GregorError
 
 USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$", re.I)
-HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$", re.I)   # a DNS name or an IPv4 address
+HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$", re.I)  # a DNS name or an IPv4 address
 VAGRANT_TIMEOUT_S = 120
 # Written by the lab's own Vagrantfile (vagrant/README.md) into Vagrant's state
 # folder: each machine's host key, made on this host before the machine first
@@ -35,10 +35,10 @@ class SshHost:
     user: str
     host: str
     port: int = 22
-    key_file: str | None = None      # a private key file (never its content)
-    host_key: str | None = None      # "type base64" this host must present (Vagrant labs); else known_hosts
-    machine: str | None = None       # the Vagrant machine's name
-    address: str | None = None       # the node's cluster address when it is not `host` (Vagrant labs)
+    key_file: str | None = None  # a private key file (never its content)
+    host_key: str | None = None  # "type base64" this host must present (Vagrant labs); else known_hosts
+    machine: str | None = None  # the Vagrant machine's name
+    address: str | None = None  # the node's cluster address when it is not `host` (Vagrant labs)
 
     def where(self) -> str:
         """user@host:port, as messages and the report show it."""
@@ -64,8 +64,9 @@ def parse_hosts(text: str, key_file: str | None = None) -> list[SshHost]:
         if not USER.match(user):
             raise GregorError(f"--hosts: bad user name {user!r} in {item!r}")
         if not HOST.match(host):
-            raise GregorError(f"--hosts: bad host name {host!r} in {item!r}; give user@host[:port] "
-                              "(an IPv4 address or a DNS name)")
+            raise GregorError(
+                f"--hosts: bad host name {host!r} in {item!r}; give user@host[:port] (an IPv4 address or a DNS name)"
+            )
         if colon and not (port.isdigit() and 0 < int(port) < 65536):
             raise GregorError(f"--hosts: bad port {port!r} in {item!r}")
         hosts.append(SshHost(user=user, host=host, port=int(port) if colon else 22, key_file=key_file))
@@ -103,16 +104,24 @@ def vagrant_hosts(directory: str, key_file: str | None = None) -> list[SshHost]:
     if not os.path.isfile(os.path.join(directory, "Vagrantfile")):
         raise GregorError(f"--vagrant {directory}: no Vagrantfile there; give the directory of the lab's Vagrantfile")
     try:
-        result = subprocess.run(["vagrant", "ssh-config"], cwd=directory, capture_output=True, text=True,
-                                timeout=VAGRANT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        result = subprocess.run(
+            ["vagrant", "ssh-config"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=VAGRANT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         raise GregorError("vagrant not found; install Debian's vagrant package (./setup does)") from None
     except subprocess.TimeoutExpired:
         raise GregorError(f"vagrant ssh-config in {directory} did not answer within {VAGRANT_TIMEOUT_S} s") from None
     if result.returncode != 0:
         lines = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-        raise GregorError(f"vagrant ssh-config in {directory} failed: {' '.join(lines)[:300] or 'no output'}; "
-                          f"is the lab up? (cd {shlex.quote(directory)} && vagrant up)")
+        raise GregorError(
+            f"vagrant ssh-config in {directory} failed: {' '.join(lines)[:300] or 'no output'}; "
+            f"is the lab up? (cd {shlex.quote(directory)} && vagrant up)"
+        )
     blocks = parse_ssh_config(result.stdout)
     if not blocks:
         raise GregorError(f"vagrant ssh-config in {directory} lists no machine; run vagrant up there first")
@@ -123,14 +132,18 @@ def vagrant_hosts(directory: str, key_file: str | None = None) -> list[SshHost]:
         host_key_file = ours / machine / "ssh_host_ed25519_key.pub"
         address_file = ours / machine / "address"
         port = block.get("port", "22")
-        hosts.append(SshHost(
-            user=block.get("user", "vagrant"), host=block.get("hostname", machine),
-            port=int(port) if port.isdigit() else 22,
-            key_file=key_file or _path(block.get("identityfile")),
-            host_key=" ".join(host_key_file.read_text().split()[:2]) if host_key_file.is_file() else None,
-            machine=machine,
-            address=address_file.read_text().strip() if address_file.is_file() else None))
-    for host in hosts:   # what Vagrant wrote is checked like what a user typed
+        hosts.append(
+            SshHost(
+                user=block.get("user", "vagrant"),
+                host=block.get("hostname", machine),
+                port=int(port) if port.isdigit() else 22,
+                key_file=key_file or _path(block.get("identityfile")),
+                host_key=" ".join(host_key_file.read_text().split()[:2]) if host_key_file.is_file() else None,
+                machine=machine,
+                address=address_file.read_text().strip() if address_file.is_file() else None,
+            )
+        )
+    for host in hosts:  # what Vagrant wrote is checked like what a user typed
         parse_hosts(f"{host.user}@{host.host}:{host.port}")
     return hosts
 

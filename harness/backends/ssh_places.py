@@ -53,8 +53,10 @@ def open_gateway(lab: str, state: dict) -> None:
     if not netns.link_exists(bridge):
         holder = netns.subnet_in_use(subnet, except_dev=bridge)
         if holder is not None:
-            raise GregorError(f"subnet {subnet} for the client places of lab {lab!r} is already used by "
-                              f"{holder}; choose another --lab name")
+            raise GregorError(
+                f"subnet {subnet} for the client places of lab {lab!r} is already used by "
+                f"{holder}; choose another --lab name"
+            )
         netns.create_bridge(lab, state["bridge_ip"], subnet.prefixlen)
     enable_forwarding()
     for table, rule in _rules(lab, state):
@@ -93,12 +95,14 @@ class NatPlaces(BridgePlaces):
         # Only the lab's hosts: no default route out of the place.
         netns.quiet(netns.in_ns(namespace, ["ip", "route", "del", "default"]))
         for node in state["nodes"]:
-            netns.run(netns.in_ns(namespace, ["ip", "route", "replace", f"{node['address']}/32",
-                                              "via", state["bridge_ip"]]))
+            netns.run(
+                netns.in_ns(namespace, ["ip", "route", "replace", f"{node['address']}/32", "via", state["bridge_ip"]])
+            )
         return place
 
     def controller_address(self, lab: str, state: dict) -> str:
         """The address this host's packets to the first node leave from."""
-        out = subprocess.run(["ip", "-o", "-4", "route", "get", state["nodes"][0]["address"]],
-                             capture_output=True, text=True).stdout.split()
+        out = subprocess.run(
+            ["ip", "-o", "-4", "route", "get", state["nodes"][0]["address"]], capture_output=True, text=True
+        ).stdout.split()
         return out[out.index("src") + 1] if "src" in out else ""

@@ -28,8 +28,17 @@ from harness.backends.ssh_hosts import SshHost
 from harness.errors import GregorError
 
 LABEL = "gregor.sshhosts"
-SSHD = ["/usr/sbin/sshd", "-D", "-e", "-h", "/etc/ssh/ssh_host_ed25519_key",
-        "-o", "PermitRootLogin=prohibit-password", "-o", "PasswordAuthentication=no"]
+SSHD = [
+    "/usr/sbin/sshd",
+    "-D",
+    "-e",
+    "-h",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "-o",
+    "PermitRootLogin=prohibit-password",
+    "-o",
+    "PasswordAuthentication=no",
+]
 
 
 @dataclass
@@ -49,16 +58,28 @@ class Sandbox:
 
     def options(self) -> dict:
         """The SSH backend's options for these hosts (registry.backend("ssh", **options))."""
-        return {"hosts": ",".join(h.where() for h in self.hosts), "ssh_key": self.key_file,
-                "known_hosts": self.known_hosts}
+        return {
+            "hosts": ",".join(h.where() for h in self.hosts),
+            "ssh_key": self.key_file,
+            "known_hosts": self.known_hosts,
+        }
 
     def flags(self) -> list[str]:
-        return ["--backend", "ssh", "--hosts", self.options()["hosts"], "--ssh-key", self.key_file,
-                "--known-hosts", self.known_hosts]
+        return [
+            "--backend",
+            "ssh",
+            "--hosts",
+            self.options()["hosts"],
+            "--ssh-key",
+            self.key_file,
+            "--known-hosts",
+            self.known_hosts,
+        ]
 
     def container(self, index: int):
         """Host `index`'s container, to reach it beside SSH (to break or inspect it)."""
         from harness.backends import docker_engine
+
         return docker_engine.client(progress=lambda _m: None).containers.get(self.containers[index])
 
     def exec(self, index: int, argv: list[str]) -> str:
@@ -79,8 +100,9 @@ def keygen(path: str, comment: str) -> str:
         raise GregorError("ssh-keygen not found; install Debian's openssh-client (./setup does)")
     Path(path).unlink(missing_ok=True)
     Path(path + ".pub").unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path], check=True, capture_output=True
+    )
     return Path(path + ".pub").read_text().strip()
 
 
@@ -98,6 +120,7 @@ def _archive(files: dict[str, tuple[bytes, int]]) -> bytes:
 def start(name: str, count: int, directory: str, progress: Callable[[str], None] = lambda _m: None) -> Sandbox:
     """`count` hosts "gregor-ssh-<name>-<i>" on a Docker network of their own."""
     from harness.backends import docker_engine, docker_image
+
     client = docker_engine.client(progress=progress)
     tag = docker_image.ensure_image(client, progress)
     stop(name)
@@ -111,11 +134,25 @@ def start(name: str, count: int, directory: str, progress: Callable[[str], None]
         host_key = os.path.join(directory, f"host{index + 1}")
         public = keygen(host_key, container_name)
         container = client.containers.create(
-            tag, command=SSHD, name=container_name, hostname=f"h{index + 1}", labels={LABEL: name},
-            detach=True, init=True, cap_add=["NET_ADMIN", "NET_RAW"], network=network.name)
-        container.put_archive("/", _archive({
-            "/etc/ssh/ssh_host_ed25519_key": (Path(host_key).read_bytes(), 0o600),
-            "/root/.ssh/authorized_keys": (login.encode() + b"\n", 0o600)}))
+            tag,
+            command=SSHD,
+            name=container_name,
+            hostname=f"h{index + 1}",
+            labels={LABEL: name},
+            detach=True,
+            init=True,
+            cap_add=["NET_ADMIN", "NET_RAW"],
+            network=network.name,
+        )
+        container.put_archive(
+            "/",
+            _archive(
+                {
+                    "/etc/ssh/ssh_host_ed25519_key": (Path(host_key).read_bytes(), 0o600),
+                    "/root/.ssh/authorized_keys": (login.encode() + b"\n", 0o600),
+                }
+            ),
+        )
         container.start()
         container.reload()
         address = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
@@ -129,6 +166,7 @@ def start(name: str, count: int, directory: str, progress: Callable[[str], None]
 
 def _wait_listening(sandbox: Sandbox, timeout: float = 30) -> None:
     import socket
+
     deadline = time.monotonic() + timeout
     for host in sandbox.hosts:
         while True:
@@ -137,13 +175,14 @@ def _wait_listening(sandbox: Sandbox, timeout: float = 30) -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise GregorError(f"sshd on {host.where()} did not start listening within {timeout:g} s")
+                    raise GregorError(f"sshd on {host.where()} did not start listening within {timeout:g} s") from None
                 time.sleep(0.1)
 
 
 def stop(name: str) -> list[str]:
     """Removes the sandbox's containers and network; what was removed."""
     from harness.backends import docker_engine
+
     client = docker_engine.client(progress=lambda _m: None)
     done = []
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}={name}"}):

@@ -94,7 +94,9 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
     where = f"claim {name!r}"
     unknown = set(entry) - ENTRY_FIELDS
     if unknown:
-        raise GregorError(f"{where}: unknown field {sorted(unknown)[0]!r}; fields are {', '.join(sorted(ENTRY_FIELDS))}")
+        raise GregorError(
+            f"{where}: unknown field {sorted(unknown)[0]!r}; fields are {', '.join(sorted(ENTRY_FIELDS))}"
+        )
     for needed in ("name", "promise", "expected", "run", "unsafe", "safe"):
         if needed not in entry:
             raise GregorError(f"{where}: missing field {needed!r}")
@@ -109,12 +111,19 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
     for table in ("run", "unsafe", "safe"):
         reserved = RESERVED & set(entry[table])
         if reserved:
-            raise GregorError(f"{where}: {table} sets --{sorted(reserved)[0]}, which `gregor scenarios` "
-                              "sets for every run")
-    claim = Claim(name=name, promise=" ".join(str(entry["promise"]).split()), expected=tuple(expected),
-                  run=dict(entry["run"]), sides={"unsafe": dict(entry["unsafe"]), "safe": dict(entry["safe"])},
-                  lab={str(k): str(v) for k, v in entry.get("lab", {}).items()},
-                  storage=str(entry.get("storage", "disk")), note=" ".join(str(entry.get("note", "")).split()))
+            raise GregorError(
+                f"{where}: {table} sets --{sorted(reserved)[0]}, which `gregor scenarios` sets for every run"
+            )
+    claim = Claim(
+        name=name,
+        promise=" ".join(str(entry["promise"]).split()),
+        expected=tuple(expected),
+        run=dict(entry["run"]),
+        sides={"unsafe": dict(entry["unsafe"]), "safe": dict(entry["safe"])},
+        lab={str(k): str(v) for k, v in entry.get("lab", {}).items()},
+        storage=str(entry.get("storage", "disk")),
+        note=" ".join(str(entry.get("note", "")).split()),
+    )
     for side in SIDES:
         check_run_options(claim, side)
     return claim
@@ -123,6 +132,7 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
 def check_run_options(claim: Claim, side: str) -> dict:
     """The side's options through `gregor run`'s own parser and checks."""
     from harness.controller import run_cli
+
     parser = _RaisingParser(prog="gregor run")
     run_cli.add_arguments(parser)
     argv = claim.run_arguments(side, seed=0) + ["--data-on", claim.storage]
@@ -150,23 +160,36 @@ def select(claims: list[Claim], only: str | None) -> list[Claim]:
 
 # --- judging runs -------------------------------------------------------------------------
 
+
 def judge(claim: Claim, side: str, results: dict, test: dict) -> dict:
     """What one run shows: its anomalies, whether it detects (unsafe) or is
     clean (safe), and when the first anomaly that counts happened."""
-    anomalies = {name: {"count": int(a.get("count") or 0), "allowed": bool(a.get("allowed")),
-                        "why_allowed": a.get("why_allowed"),
-                        "first_s": first_time(a)}
-                 for name, a in (results.get("anomalies") or {}).items() if int(a.get("count") or 0) > 0}
+    anomalies = {
+        name: {
+            "count": int(a.get("count") or 0),
+            "allowed": bool(a.get("allowed")),
+            "why_allowed": a.get("why_allowed"),
+            "first_s": first_time(a),
+        }
+        for name, a in (results.get("anomalies") or {}).items()
+        if int(a.get("count") or 0) > 0
+    }
     drain_complete = bool((test.get("drain") or {}).get("complete"))
-    found = [n for n in claim.expected if n in anomalies
-             and (n not in NEEDS_COMPLETE_DRAIN or drain_complete)]
+    found = [n for n in claim.expected if n in anomalies and (n not in NEEDS_COMPLETE_DRAIN or drain_complete)]
     bad = sorted(n for n, a in anomalies.items() if not a["allowed"])
     counting = found if side == "unsafe" else bad
     times = [anomalies[n]["first_s"] for n in counting if anomalies[n]["first_s"] is not None]
-    return {"verdict": results.get("verdict"), "anomalies": anomalies, "expected_found": found,
-            "bad": bad, "detected": bool(found), "clean": not bad, "drain_complete": drain_complete,
-            "truncated": sorted((test.get("drain") or {}).get("truncated", {})),
-            "first_s": min(times) if times else None}
+    return {
+        "verdict": results.get("verdict"),
+        "anomalies": anomalies,
+        "expected_found": found,
+        "bad": bad,
+        "detected": bool(found),
+        "clean": not bad,
+        "drain_complete": drain_complete,
+        "truncated": sorted((test.get("drain") or {}).get("truncated", {})),
+        "first_s": min(times) if times else None,
+    }
 
 
 def first_time(anomaly: dict) -> float | None:
@@ -185,18 +208,25 @@ def side_figures(runs: list[dict], side: str) -> dict:
     totals: dict[str, dict] = {}
     for run in done:
         for name, anomaly in run["anomalies"].items():
-            entry = totals.setdefault(name, {"count": 0, "runs": 0, "allowed": anomaly["allowed"],
-                                             "why_allowed": anomaly.get("why_allowed")})
+            entry = totals.setdefault(
+                name, {"count": 0, "runs": 0, "allowed": anomaly["allowed"], "why_allowed": anomaly.get("why_allowed")}
+            )
             entry["count"] += anomaly["count"]
             entry["runs"] += 1
             entry["allowed"] = entry["allowed"] and anomaly["allowed"]
-    return {"runs": len(runs), "completed": len(done), "errors": len(runs) - len(done),
-            "hits": len(hits), "median_first_s": round(statistics.median(times), 1) if times else None,
-            "truncated": sum(1 for r in runs if r.get("truncated")),
-            "anomalies": dict(sorted(totals.items()))}
+    return {
+        "runs": len(runs),
+        "completed": len(done),
+        "errors": len(runs) - len(done),
+        "hits": len(hits),
+        "median_first_s": round(statistics.median(times), 1) if times else None,
+        "truncated": sum(1 for r in runs if r.get("truncated")),
+        "anomalies": dict(sorted(totals.items())),
+    }
 
 
 # --- figures across catalogues ----------------------------------------------------
+
 
 def _settings(summary: dict, side: dict) -> tuple:
     """What makes two runs of a side comparable: where and what they ran on,
@@ -204,7 +234,7 @@ def _settings(summary: dict, side: dict) -> tuple:
     argv = list(side.get("arguments") or ())
     if "--seed" in argv:
         at = argv.index("--seed")
-        del argv[at:at + 2]
+        del argv[at : at + 2]
     return (summary.get("backend"), summary.get("system"), summary.get("version"), tuple(argv))
 
 
@@ -218,7 +248,7 @@ def merge(summaries: list[dict]) -> tuple[dict, list[str]]:
     returned beside the summary.
     """
     ordered = sorted(summaries, key=lambda s: s.get("started") or "")
-    entries: dict[str, list[tuple[dict, dict]]] = {}     # claim name -> (catalogue, claim), oldest first
+    entries: dict[str, list[tuple[dict, dict]]] = {}  # claim name -> (catalogue, claim), oldest first
     for summary in ordered:
         for claim in summary.get("claims", []):
             entries.setdefault(claim["name"], []).append((summary, claim))
@@ -236,13 +266,19 @@ def merge(summaries: list[dict]) -> tuple[dict, list[str]]:
                 if _settings(summary, this) == wanted:
                     runs.extend(this.get("runs", []))
                 elif this.get("runs"):
-                    left_out.append(f"{name} {side}: {len(this['runs'])} run(s) of "
-                                    f"{summary.get('started')} had other settings")
+                    left_out.append(
+                        f"{name} {side}: {len(this['runs'])} run(s) of {summary.get('started')} had other settings"
+                    )
             merged["sides"][side] = dict(latest["sides"][side], runs=runs)
             merged["figures"][side] = side_figures(runs, side)
         claims.append(merged)
     latest_catalogue = ordered[-1] if ordered else {}
     summary = {key: latest_catalogue.get(key) for key in ("backend", "system", "version", "time_limit_s")}
-    summary.update(started=ordered[0].get("started") if ordered else None, seed=None, runs_per_side=None,
-                   merged_from=[s.get("started") for s in ordered], claims=claims)
+    summary.update(
+        started=ordered[0].get("started") if ordered else None,
+        seed=None,
+        runs_per_side=None,
+        merged_from=[s.get("started") for s in ordered],
+        claims=claims,
+    )
     return summary, left_out

@@ -15,29 +15,72 @@ from harness.controller.lab_options import backend_flags
 from harness.lab import Lab, lab_name
 
 DEMO_RUN = [
-    "--workload", "queue", "--concurrency", "6", "--rate", "300", "--batch", "10",
-    "--keys", "6", "--partitions-per-topic", "3",
-    "--nemesis", "partition,pause,kill", "--nemesis-interval", "8", "--seed", "1",
+    "--workload",
+    "queue",
+    "--concurrency",
+    "6",
+    "--rate",
+    "300",
+    "--batch",
+    "10",
+    "--keys",
+    "6",
+    "--partitions-per-topic",
+    "3",
+    "--nemesis",
+    "partition,pause,kill",
+    "--nemesis-interval",
+    "8",
+    "--seed",
+    "1",
     # roles a queue run has (no coordinators, no client namespaces), so no fault slot is skipped
-    "--nemesis-targets", "leader,controller,one,minority,majority",
-    "--name", "demo-queue-faults",
+    "--nemesis-targets",
+    "leader,controller,one,minority,majority",
+    "--name",
+    "demo-queue-faults",
 ]
 
 
-def demo_arguments(time_limit: int, lab: str, version: str | None, store: str,
-                   backend: str = "local", system: str = "kafka", backend_options: dict | None = None) -> list[str]:
+def demo_arguments(
+    time_limit: int,
+    lab: str,
+    version: str | None,
+    store: str,
+    backend: str = "local",
+    system: str = "kafka",
+    backend_options: dict | None = None,
+) -> list[str]:
     """The `gregor run` arguments of the demo (also shown to the user)."""
-    argv = [*DEMO_RUN, "--time-limit", str(time_limit), "--lab", lab, "--store", store,
-            "--backend", backend, "--system", system, *backend_flags(backend_options or {})]
+    argv = [
+        *DEMO_RUN,
+        "--time-limit",
+        str(time_limit),
+        "--lab",
+        lab,
+        "--store",
+        store,
+        "--backend",
+        backend,
+        "--system",
+        system,
+        *backend_flags(backend_options or {}),
+    ]
     if version:
         argv += ["--version", version]
     return argv
 
 
-def run_demo(name: str | None = None, version: str | None = None, time_limit: int = 60,
-             store: str = "store", keep_lab: bool = False,
-             progress: Callable[[str], None] = print, backend: str = "local", system: str = "kafka",
-             backend_options: dict | None = None) -> int:
+def run_demo(
+    name: str | None = None,
+    version: str | None = None,
+    time_limit: int = 60,
+    store: str = "store",
+    keep_lab: bool = False,
+    progress: Callable[[str], None] = print,
+    backend: str = "local",
+    system: str = "kafka",
+    backend_options: dict | None = None,
+) -> int:
     from harness.controller import run_cli
 
     lab = lab_name(name, backend)

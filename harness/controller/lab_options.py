@@ -16,8 +16,13 @@ from harness.errors import GregorError
 
 # option dest -> flag, for the SSH backend; paths are made absolute (the state
 # file is read from other directories later).
-SSH_OPTIONS = {"hosts": "--hosts", "ssh_key": "--ssh-key", "known_hosts": "--known-hosts",
-               "vagrant": "--vagrant", "insecure_host_keys": "--insecure-host-keys"}
+SSH_OPTIONS = {
+    "hosts": "--hosts",
+    "ssh_key": "--ssh-key",
+    "known_hosts": "--known-hosts",
+    "vagrant": "--vagrant",
+    "insecure_host_keys": "--insecure-host-keys",
+}
 _PATHS = ("ssh_key", "known_hosts", "vagrant")
 
 
@@ -26,40 +31,75 @@ def _choice(table: dict, what: str):
         if text not in table:
             raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; choose one of {', '.join(table)}")
         return text
+
     return check
 
 
 def add_lab_arguments(parser: argparse.ArgumentParser, system: bool = True) -> None:
-    parser.add_argument("--lab", default=None, metavar="NAME",
-                        help="lab name (default $GREGOR_LAB, else one per backend: "
-                             + ", ".join(f"{b} {n}" for b, n in registry.DEFAULT_LAB.items() if b in registry.BACKENDS)
-                             + "); labs with different names coexist")
-    parser.add_argument("--backend", default="local", type=_choice(registry.BACKENDS, "backend"),
-                        metavar="|".join(registry.BACKENDS),
-                        help="where the nodes live: local network namespaces (default, no daemon, no VM), "
-                             "Docker containers, or hosts over SSH (--hosts or --vagrant)")
+    parser.add_argument(
+        "--lab",
+        default=None,
+        metavar="NAME",
+        help="lab name (default $GREGOR_LAB, else one per backend: "
+        + ", ".join(f"{b} {n}" for b, n in registry.DEFAULT_LAB.items() if b in registry.BACKENDS)
+        + "); labs with different names coexist",
+    )
+    parser.add_argument(
+        "--backend",
+        default="local",
+        type=_choice(registry.BACKENDS, "backend"),
+        metavar="|".join(registry.BACKENDS),
+        help="where the nodes live: local network namespaces (default, no daemon, no VM), "
+        "Docker containers, or hosts over SSH (--hosts or --vagrant)",
+    )
     if system:
-        parser.add_argument("--system", default="kafka", type=_choice(registry.SYSTEMS, "system"),
-                            metavar="|".join(registry.SYSTEMS), help="what runs on the nodes (default kafka)")
-        parser.add_argument("--version", default=None, metavar="V",
-                            help="the system's version (default: the system's own default)")
+        parser.add_argument(
+            "--system",
+            default="kafka",
+            type=_choice(registry.SYSTEMS, "system"),
+            metavar="|".join(registry.SYSTEMS),
+            help="what runs on the nodes (default kafka)",
+        )
+        parser.add_argument(
+            "--version", default=None, metavar="V", help="the system's version (default: the system's own default)"
+        )
     add_ssh_arguments(parser)
 
 
 def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
     """The SSH backend's hosts and how to log in to them (kept apart for scripts that name no lab)."""
     ssh = parser.add_argument_group("ssh backend (--backend ssh)")
-    ssh.add_argument("--hosts", default=None, metavar="USER@HOST[:PORT],...",
-                     help="one host per node, e.g. root@10.0.0.11,root@10.0.0.12:2222,root@10.0.0.13")
-    ssh.add_argument("--ssh-key", default=None, metavar="FILE",
-                     help="private key to log in with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa; with "
-                          "--vagrant, the key Vagrant names)")
-    ssh.add_argument("--known-hosts", default=None, metavar="FILE",
-                     help="known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)")
-    ssh.add_argument("--vagrant", default=None, metavar="DIR",
-                     help="the hosts of the Vagrant lab in DIR (vagrant ssh-config; vagrant/README.md)")
-    ssh.add_argument("--insecure-host-keys", action="store_true", default=None,
-                     help="do not check host keys (the report says so); only for throwaway hosts")
+    ssh.add_argument(
+        "--hosts",
+        default=None,
+        metavar="USER@HOST[:PORT],...",
+        help="one host per node, e.g. root@10.0.0.11,root@10.0.0.12:2222,root@10.0.0.13",
+    )
+    ssh.add_argument(
+        "--ssh-key",
+        default=None,
+        metavar="FILE",
+        help="private key to log in with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa; with "
+        "--vagrant, the key Vagrant names)",
+    )
+    ssh.add_argument(
+        "--known-hosts",
+        default=None,
+        metavar="FILE",
+        help="known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)",
+    )
+    ssh.add_argument(
+        "--vagrant",
+        default=None,
+        metavar="DIR",
+        help="the hosts of the Vagrant lab in DIR (vagrant ssh-config; vagrant/README.md)",
+    )
+    ssh.add_argument(
+        "--insecure-host-keys",
+        action="store_true",
+        default=None,
+        help="do not check host keys (the report says so); only for throwaway hosts",
+    )
 
 
 def backend_options(args) -> dict:
@@ -88,41 +128,76 @@ def backend_flags(options: dict) -> list[str]:
 
 # --- what one system takes besides its version ---------------------------------------------
 # flag -> the system option it sets (each system lists the options it has in OPTIONS)
-SYSTEM_FLAGS = {"bootstrap": "--bootstrap", "controllers": "--controllers",
-                "transaction_version": "--transaction-version", "storage": "--storage"}
+SYSTEM_FLAGS = {
+    "bootstrap": "--bootstrap",
+    "controllers": "--controllers",
+    "transaction_version": "--transaction-version",
+    "storage": "--storage",
+}
 
 # Settings Gregor sets itself and records in test.json ("client"): --client-config
 # may not change them behind the record's back.
-OWN_CLIENT_KEYS = ("bootstrap.servers", "acks", "enable.idempotence", "isolation.level", "transactional.id",
-                   "transaction.timeout.ms", "enable.auto.commit", "group.id", "retries",
-                   "max.in.flight.requests.per.connection", "max.in.flight")
+OWN_CLIENT_KEYS = (
+    "bootstrap.servers",
+    "acks",
+    "enable.idempotence",
+    "isolation.level",
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.auto.commit",
+    "group.id",
+    "retries",
+    "max.in.flight.requests.per.connection",
+    "max.in.flight",
+)
 
 
 def add_system_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of one system: a cluster to use, its topology, its features."""
     group = parser.add_argument_group("system options")
-    group.add_argument("--bootstrap", default=None, metavar="HOST:PORT,...",
-                       help="external: the bootstrap servers of a cluster Gregor did not start")
-    group.add_argument("--controllers", default=None, metavar="N",
-                       help="kafka: N dedicated KRaft controllers (k1..kN) beside the brokers (default 0: "
-                            "every node is both)")
-    group.add_argument("--transaction-version", default=None, metavar="0|1|2",
-                       help="kafka: the transaction.version feature to format the cluster with "
-                            "(default: the version's own, 2 from 4.0)")
-    group.add_argument("--storage", default=None, metavar="postgres|memory",
-                       help="tansu: PostgreSQL shared by every broker (default) or one broker's memory")
+    group.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT,...",
+        help="external: the bootstrap servers of a cluster Gregor did not start",
+    )
+    group.add_argument(
+        "--controllers",
+        default=None,
+        metavar="N",
+        help="kafka: N dedicated KRaft controllers (k1..kN) beside the brokers (default 0: every node is both)",
+    )
+    group.add_argument(
+        "--transaction-version",
+        default=None,
+        metavar="0|1|2",
+        help="kafka: the transaction.version feature to format the cluster with "
+        "(default: the version's own, 2 from 4.0)",
+    )
+    group.add_argument(
+        "--storage",
+        default=None,
+        metavar="postgres|memory",
+        help="tansu: PostgreSQL shared by every broker (default) or one broker's memory",
+    )
     add_client_config_argument(parser)
 
 
 def add_client_config_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--client-config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a librdkafka setting for every client (repeatable), e.g. "
-                             "security.protocol=SASL_SSL; never written to test.json or the report")
+    parser.add_argument(
+        "--client-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka setting for every client (repeatable), e.g. "
+        "security.protocol=SASL_SSL; never written to test.json or the report",
+    )
 
 
 def system_options(args) -> dict:
     """The options the command line gives the chosen system; one line for a flag it has not."""
     from harness.errors import GregorError
+
     system = getattr(args, "system", "kafka")
     have = getattr(registry.system_class(system), "OPTIONS", ())
     options = {}
@@ -131,14 +206,18 @@ def system_options(args) -> dict:
         if value is None:
             continue
         if option not in have:
-            owners = [name for name in registry.SYSTEMS if option in getattr(registry.system_class(name), "OPTIONS", ())]
+            owners = [
+                name for name in registry.SYSTEMS if option in getattr(registry.system_class(name), "OPTIONS", ())
+            ]
             raise GregorError(f"{flag} is an option of the {' and '.join(owners)} system, not of {system}")
         options[option] = value
     if system == "external":
         backend = getattr(args, "backend", "local")
         if backend == "docker":
-            raise GregorError("an external cluster needs no containers: use --backend local (its clients only) "
-                              "or --backend ssh --hosts ... (with its brokers' hosts)")
+            raise GregorError(
+                "an external cluster needs no containers: use --backend local (its clients only) "
+                "or --backend ssh --hosts ... (with its brokers' hosts)"
+            )
         # a backend that reaches existing machines (SSH) gives the brokers' hosts as nodes
         options["hosts"] = not getattr(registry.backend_class(backend), "creates_machines", True)
     return options
@@ -147,6 +226,7 @@ def system_options(args) -> dict:
 def client_config(args) -> dict:
     """--client-config pairs; Gregor's own recorded settings are refused (use their flags)."""
     from harness.errors import GregorError
+
     result = {}
     for pair in getattr(args, "client_config", None) or []:
         key, sep, value = pair.partition("=")
@@ -154,7 +234,9 @@ def client_config(args) -> dict:
         if not sep or not key:
             raise GregorError(f"bad --client-config {pair!r}: use key=value, e.g. security.protocol=SASL_SSL")
         if key in OWN_CLIENT_KEYS:
-            raise GregorError(f"--client-config {key} would change a setting Gregor records in test.json; "
-                              "use gregor run's own flag for it")
+            raise GregorError(
+                f"--client-config {key} would change a setting Gregor records in test.json; "
+                "use gregor run's own flag for it"
+            )
         result[key] = value.strip()
     return result

@@ -40,8 +40,7 @@ def workload_module(name: str):
     return importlib.import_module(f"workloads.{name}")
 
 
-def key_map(workload: str, keys: int, per_topic: int, prefix: str,
-            topics: int | None = None) -> dict:
+def key_map(workload: str, keys: int, per_topic: int, prefix: str, topics: int | None = None) -> dict:
     """key -> [topic, partition]; eos has input keys 0..K-1 and output keys K..2K-1.
 
     Without `topics`, keys fill topics of `per_topic` partitions in order;
@@ -75,6 +74,7 @@ def versions() -> dict:
             pass
     try:
         import confluent_kafka
+
         found["librdkafka"] = confluent_kafka.libversion()[0]
     except ImportError:
         pass
@@ -90,34 +90,62 @@ def open_lab(cfg: dict) -> Lab:
         lab = None
     if lab is not None:
         have = (lab.backend.name, lab.system.name, lab.brokers, lab.version, lab.storage)
-        want = (cfg["backend"], cfg["system"], cfg["nodes"],
-                lab.version if cfg["version"] in (None, "latest") else cfg["version"], cfg.get("storage", "disk"))
-        differs = [f"{key} {lab.system.options.get(key)}" for key, value in options.items()
-                   if str(getattr(lab.system, "options", {}).get(key)) != str(value)]
+        want = (
+            cfg["backend"],
+            cfg["system"],
+            cfg["nodes"],
+            lab.version if cfg["version"] in (None, "latest") else cfg["version"],
+            cfg.get("storage", "disk"),
+        )
+        differs = [
+            f"{key} {lab.system.options.get(key)}"
+            for key, value in options.items()
+            if str(getattr(lab.system, "options", {}).get(key)) != str(value)
+        ]
         if have != want or differs:
             raise GregorError(
                 f"lab {lab.name!r} is up with {have[2]} brokers of {have[1]} {have[3]} on the {have[0]} backend "
                 f"(data on {have[4]}{', ' + ', '.join(differs) if differs else ''}), not {want[2]} of {want[1]} "
-                f"{want[3]} on {want[0]} (data on {want[4]}); run: gregor lab down --lab {lab.name}")
+                f"{want[3]} on {want[0]} (data on {want[4]}); run: gregor lab down --lab {lab.name}"
+            )
         if cfg.get("backend_options") and cfg["backend_options"] != lab.backend_options:
-            raise GregorError(f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
-                              f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}")
-        say(f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
-            f"{lab.backend.name} backend)")
+            raise GregorError(
+                f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
+                f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}"
+            )
+        say(
+            f"lab {lab.name}: reusing ({len(lab.nodes)} nodes, {lab.system.name} {lab.version}, "
+            f"{lab.backend.name} backend)"
+        )
         return lab
-    return Lab.up(nodes=cfg["nodes"], version=cfg["version"], name=cfg["lab"], progress=say,
-                  backend=cfg["backend"], system=cfg["system"], system_options=options,
-                  client_config=cfg.get("client_config"), backend_options=cfg.get("backend_options"),
-                  storage=cfg.get("storage", "disk"))
+    return Lab.up(
+        nodes=cfg["nodes"],
+        version=cfg["version"],
+        name=cfg["lab"],
+        progress=say,
+        backend=cfg["backend"],
+        system=cfg["system"],
+        system_options=options,
+        client_config=cfg.get("client_config"),
+        backend_options=cfg.get("backend_options"),
+        storage=cfg.get("storage", "disk"),
+    )
 
 
 def learn_cluster(lab, cfg: dict) -> dict:
     """Asks the brokers what they serve (ApiVersions) and refuses, in one
     line, a workload they cannot serve; returns test.json's "cluster"."""
     from harness.systems import capabilities
+
     cluster = lab.cluster_info()
-    capabilities.refuse_unservable(cluster, lab.system.name, lab.version, cfg["workload"],
-                                   idempotence=cfg["idempotence"], subscribe=cfg["subscribe"])
+    capabilities.refuse_unservable(
+        cluster,
+        lab.system.name,
+        lab.version,
+        cfg["workload"],
+        idempotence=cfg["idempotence"],
+        subscribe=cfg["subscribe"],
+    )
     return cluster
 
 
@@ -125,6 +153,7 @@ def transaction_protocol(cluster: dict) -> int | None:
     """The broker's transaction protocol version (the finalized transaction.version
     feature; 0 when none is finalized), where the brokers serve transactions at all."""
     from harness.systems import capabilities
+
     if str(capabilities.END_TXN) not in cluster["api_versions"]:
         return None
     return capabilities.feature_level(cluster, "transaction.version")
@@ -133,24 +162,40 @@ def transaction_protocol(cluster: dict) -> int | None:
 def heal_before(lab) -> None:
     """What a crashed run left: client processes, then faults."""
     from nemesis.heal import heal_leftovers
+
     kill_leftover_clients(lab.name, progress=say)
     heal_leftovers(lab, progress=say)
 
 
-def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, deadline: float,
-                run_id: str, lab, log_dir: str | None = None) -> list[ClientSpec]:
+def build_specs(
+    cfg: dict,
+    module,
+    keys: dict,
+    bootstrap: str,
+    start_ns: int,
+    deadline: float,
+    run_id: str,
+    lab,
+    log_dir: str | None = None,
+) -> list[ClientSpec]:
     all_keys = sorted(int(k) for k in keys)
     n = cfg["concurrency"]
     options = {
-        "acks": cfg["acks"], "enable.idempotence": cfg["idempotence"],
-        "max.in.flight": cfg["max_in_flight"], "retries": cfg["retries"],
-        "isolation.level": cfg["isolation"], "subscribe": cfg["subscribe"],
-        "auto.commit": cfg["auto_commit"], "batch": cfg["batch"],
+        "acks": cfg["acks"],
+        "enable.idempotence": cfg["idempotence"],
+        "max.in.flight": cfg["max_in_flight"],
+        "retries": cfg["retries"],
+        "isolation.level": cfg["isolation"],
+        "subscribe": cfg["subscribe"],
+        "auto.commit": cfg["auto_commit"],
+        "batch": cfg["batch"],
         "transaction.timeout.ms": cfg["transaction_timeout_ms"],
         "producer_config": dict(cfg.get("producer_config") or {}),
         "consumer_config": dict(cfg.get("consumer_config") or {}),
-        "process.ms": cfg.get("process_ms", 0), "zombie.kind": cfg.get("zombie_kind", "transactional"),
-        "copier.offsets": cfg.get("copier_offsets", "txn"), "txn.hold.ms": cfg.get("txn_hold_ms", 0),
+        "process.ms": cfg.get("process_ms", 0),
+        "zombie.kind": cfg.get("zombie_kind", "transactional"),
+        "copier.offsets": cfg.get("copier_offsets", "txn"),
+        "txn.hold.ms": cfg.get("txn_hold_ms", 0),
     }
     slots = module.layout(n, all_keys, options)
     paced = sum(1 for s in slots if s["role"] in PACED_ROLES) or 1
@@ -161,40 +206,61 @@ def build_specs(cfg: dict, module, keys: dict, bootstrap: str, start_ns: int, de
         if layout.get("txn"):
             txn_id = f"gregor-{run_id}-{layout.get('txn_id_suffix', f'txn-{slot}')}"
         place = lab.client_place(f"c{slot}") if cfg["client_netns"] else None
-        specs.append(ClientSpec(
-            slot=slot, process=slot, role=layout["role"], module=module.__name__, stride=n,
-            seed=cfg["seed"], keys=list(layout["keys"]), key_map=keys, bootstrap=bootstrap,
-            options={**options, **layout.get("options", {})}, start_ns=start_ns,
-            deadline=deadline,
-            rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
-            txn_id=txn_id, client_config=dict(cfg.get("client_config") or {}),
-            group=group if (layout.get("group") or (cfg["subscribe"] and layout["role"] in
-                                                   ("consumer", "txn", "member"))) else None,
-            place=place, extra=dict(layout.get("extra", {})),
-            log_path=os.path.join(log_dir, f"client-{slot}.log") if log_dir else None))
+        specs.append(
+            ClientSpec(
+                slot=slot,
+                process=slot,
+                role=layout["role"],
+                module=module.__name__,
+                stride=n,
+                seed=cfg["seed"],
+                keys=list(layout["keys"]),
+                key_map=keys,
+                bootstrap=bootstrap,
+                options={**options, **layout.get("options", {})},
+                start_ns=start_ns,
+                deadline=deadline,
+                rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
+                txn_id=txn_id,
+                client_config=dict(cfg.get("client_config") or {}),
+                group=group
+                if (layout.get("group") or (cfg["subscribe"] and layout["role"] in ("consumer", "txn", "member")))
+                else None,
+                place=place,
+                extra=dict(layout.get("extra", {})),
+                log_path=os.path.join(log_dir, f"client-{slot}.log") if log_dir else None,
+            )
+        )
     return specs
 
 
-def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool,
-                   deadline: float) -> list:
+def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool, deadline: float) -> list:
     if cfg["workload"] == "zombie":
         from workloads.zombie import ZombieConductor
+
         pairs: dict[int, list[int]] = {}
         txn_ids = {}
         for spec in specs:
             pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
             txn_ids[spec.extra["pair"]] = spec.txn_id
-        return [ZombieConductor(faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline,
-                                resend=cfg.get("resend", False))]
+        return [
+            ZombieConductor(
+                faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline, resend=cfg.get("resend", False)
+            )
+        ]
     if cfg["workload"] == "group":
         from workloads.group import GroupConductor
+
         members = [s.slot for s in specs if s.role == "member"]
-        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0,
-                               deadline=deadline)]
+        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0, deadline=deadline)]
     if cfg["workload"] == "txn" and cfg.get("hang"):
         from workloads.txn import HangConductor
-        return [HangConductor(faults, pool, [s.slot for s in specs], cfg["seed"], cfg["hang"],
-                              cfg["hang_s"], deadline=deadline)]
+
+        return [
+            HangConductor(
+                faults, pool, [s.slot for s in specs], cfg["seed"], cfg["hang"], cfg["hang_s"], deadline=deadline
+            )
+        ]
     return []
 
 
@@ -234,10 +300,12 @@ class Progress:
         span = max(1e-6, now - then)
         self.last = (now, ops, sends)
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        return (f"t={elapsed:5.1f}s  {(ops - ops0) / span:7.0f} ops/s  "
-                f"{(sends - sends0) / span:7.0f} acked sends/s  ok {counts['ok']} "
-                f"fail {counts['fail']} info {counts['info']}  clients {live}  "
-                f"faults {self.faults}  controller cpu {usage.ru_utime + usage.ru_stime:.1f}s")
+        return (
+            f"t={elapsed:5.1f}s  {(ops - ops0) / span:7.0f} ops/s  "
+            f"{(sends - sends0) / span:7.0f} acked sends/s  ok {counts['ok']} "
+            f"fail {counts['fail']} info {counts['info']}  clients {live}  "
+            f"faults {self.faults}  controller cpu {usage.ru_utime + usage.ru_stime:.1f}s"
+        )
 
 
 def run(cfg: dict) -> int:
@@ -249,43 +317,56 @@ def run(cfg: dict) -> int:
     start_wall = time.time()
     run_dir = new_run_dir(cfg["store"], cfg["name"], start_wall)
     prefix = f"g{os.path.basename(run_dir).lower()}"
-    keys = key_map(cfg["workload"], cfg["keys"], cfg["partitions_per_topic"], prefix,
-                   cfg["topics"])
+    keys = key_map(cfg["workload"], cfg["keys"], cfg["partitions_per_topic"], prefix, cfg["topics"])
     admin = lab.admin(timeout=15)
-    topic_config = {"min.insync.replicas": str(cfg["min_insync"]),
-                    "unclean.leader.election.enable": str(cfg.get("unclean_election", False)).lower(),
-                    **cfg.get("topic_config", {})}
+    topic_config = {
+        "min.insync.replicas": str(cfg["min_insync"]),
+        "unclean.leader.election.enable": str(cfg.get("unclean_election", False)).lower(),
+        **cfg.get("topic_config", {}),
+    }
     topics = topic_partitions(keys, cfg["partitions_per_topic"])
     for topic, partitions in topics.items():
-        admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"],
-                           config=topic_config)
+        admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"], config=topic_config)
     lab.wait_healthy(topics=list(topics), timeout=60)
     say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
 
-    transactional = (cfg["workload"] in ("txn", "eos")
-                     or (cfg["workload"] == "zombie" and cfg.get("zombie_kind", "transactional") == "transactional"))
+    transactional = cfg["workload"] in ("txn", "eos") or (
+        cfg["workload"] == "zombie" and cfg.get("zombie_kind", "transactional") == "transactional"
+    )
     setup = lab.describe()
     if transaction_protocol(cluster) is not None:
         setup["transaction.version"] = transaction_protocol(cluster)
     test = {
-        "name": cfg["name"], "system": setup["system"], "version": lab.version,
-        "backend": setup["backend"], "setup": setup,
-        "workload": cfg["workload"], "seed": cfg["seed"], "concurrency": cfg["concurrency"],
+        "name": cfg["name"],
+        "system": setup["system"],
+        "version": lab.version,
+        "backend": setup["backend"],
+        "setup": setup,
+        "workload": cfg["workload"],
+        "seed": cfg["seed"],
+        "concurrency": cfg["concurrency"],
         "keys": keys,
-        "client": {"acks": cfg["acks"] if not transactional else "all",
-                   "enable.idempotence": cfg["idempotence"] or transactional,
-                   "isolation.level": cfg["isolation"], "transactional": transactional,
-                   "auto.commit": cfg["auto_commit"],
-                   "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
-                   "max.in.flight.requests.per.connection": cfg["max_in_flight"],
-                   "retries": cfg["retries"], "batch": cfg["batch"],
-                   "transaction.timeout.ms": cfg["transaction_timeout_ms"],
-                   **run_client_settings(cfg)},
-        "broker": {"min.insync.replicas": cfg["min_insync"],
-                   "unclean.leader.election.enable": cfg.get("unclean_election", False),
-                   "replication.factor": cfg["replication_factor"],
-                   **cfg.get("topic_config", {})},
-        "time_limit_s": cfg["time_limit"], "rate": cfg["rate"],
+        "client": {
+            "acks": cfg["acks"] if not transactional else "all",
+            "enable.idempotence": cfg["idempotence"] or transactional,
+            "isolation.level": cfg["isolation"],
+            "transactional": transactional,
+            "auto.commit": cfg["auto_commit"],
+            "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
+            "max.in.flight.requests.per.connection": cfg["max_in_flight"],
+            "retries": cfg["retries"],
+            "batch": cfg["batch"],
+            "transaction.timeout.ms": cfg["transaction_timeout_ms"],
+            **run_client_settings(cfg),
+        },
+        "broker": {
+            "min.insync.replicas": cfg["min_insync"],
+            "unclean.leader.election.enable": cfg.get("unclean_election", False),
+            "replication.factor": cfg["replication_factor"],
+            **cfg.get("topic_config", {}),
+        },
+        "time_limit_s": cfg["time_limit"],
+        "rate": cfg["rate"],
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
         "start_wall_s": start_wall,
         "lab": lab.name,
@@ -295,8 +376,7 @@ def run(cfg: dict) -> int:
         # names only: the values may be credentials (never written to a run's files)
         "client_config_keys": sorted(cfg.get("client_config") or {}),
         "versions": versions(),
-        "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"],
-                    "targets": cfg["nemesis_targets"]},
+        "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"], "targets": cfg["nemesis_targets"]},
         "drain": {"time_limit_s": cfg["drain_time_limit"], "complete": False},
     }
     test_path = os.path.join(run_dir, "test.json")
@@ -307,12 +387,19 @@ def run(cfg: dict) -> int:
     learned = OffsetsLearned()
     progress = Progress(learned)
     pool = ClientPool(writer, lab.name, observe=progress.observe, log=say, resend=cfg.get("resend", False))
-    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault,
-                     kill_client=pool.kill_process)
+    ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault, kill_client=pool.kill_process)
     deadline = time.monotonic() + cfg["time_limit"]
-    specs = build_specs(cfg, module, keys, lab.bootstrap_servers, start_ns,
-                        deadline, os.path.basename(run_dir), lab,
-                        log_dir=os.path.join(run_dir, "clients"))
+    specs = build_specs(
+        cfg,
+        module,
+        keys,
+        lab.bootstrap_servers,
+        start_ns,
+        deadline,
+        os.path.basename(run_dir),
+        lab,
+        log_dir=os.path.join(run_dir, "clients"),
+    )
     os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
     faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name), op_lock=ctx.nemesis_op)
     conductors = conductors_for(cfg, specs, faults, pool, deadline)
@@ -326,10 +413,18 @@ def run(cfg: dict) -> int:
                 pool.spawn(spec)
             if cfg["nemesis"]:
                 from nemesis.runner import NemesisRunner
-                runner = NemesisRunner(ctx, faults=cfg["nemesis"], interval_s=cfg["nemesis_interval"],
-                                       targets=cfg["nemesis_targets"], seed=cfg["seed"], progress=say,
-                                       deadline=deadline, shape=cfg.get("nemesis_shape"),
-                                       hold_s=cfg.get("nemesis_hold"))
+
+                runner = NemesisRunner(
+                    ctx,
+                    faults=cfg["nemesis"],
+                    interval_s=cfg["nemesis_interval"],
+                    targets=cfg["nemesis_targets"],
+                    seed=cfg["seed"],
+                    progress=say,
+                    deadline=deadline,
+                    shape=cfg.get("nemesis_shape"),
+                    hold_s=cfg.get("nemesis_hold"),
+                )
                 runner.start()
             for conductor in conductors:
                 conductor.start()
@@ -358,23 +453,39 @@ def run(cfg: dict) -> int:
 
     if runner is not None:
         test["nemesis"]["schedule"] = runner.schedule_summary()
-    test["main_phase"] = {"seconds": round(main_wall, 3), "controller_cpu_s": round(cpu, 3),
-                          "controller_cpu_share": round(cpu / max(main_wall, 1e-6), 4),
-                          "ok": progress.by_type.get("ok", 0),
-                          "fail": progress.by_type.get("fail", 0),
-                          "info": progress.by_type.get("info", 0),
-                          "acked_sends": progress.acked_sends,
-                          "interrupted": interrupted}
+    test["main_phase"] = {
+        "seconds": round(main_wall, 3),
+        "controller_cpu_s": round(cpu, 3),
+        "controller_cpu_share": round(cpu / max(main_wall, 1e-6), 4),
+        "ok": progress.by_type.get("ok", 0),
+        "fail": progress.by_type.get("fail", 0),
+        "info": progress.by_type.get("info", 0),
+        "acked_sends": progress.acked_sends,
+        "interrupted": interrupted,
+    }
     if not interrupted:
-        say(f"drain: reading every key until {sum(1 for _ in learned.highest)} key(s) "
-            f"reach their highest known offset (limit {cfg['drain_time_limit']:g} s)")
+        say(
+            f"drain: reading every key until {sum(1 for _ in learned.highest)} key(s) "
+            f"reach their highest known offset (limit {cfg['drain_time_limit']:g} s)"
+        )
         drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
-        test["drain"] = guarded_drain(writer, keys, lab.bootstrap_servers, dict(learned.highest),
-                                      drain_process, cfg["isolation"], cfg["drain_time_limit"], lab.name,
-                                      progress=say, log_path=os.path.join(run_dir, "clients", "drain.log"),
-                                      client_config=cfg.get("client_config"))
-        say(f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
-            f"{test['drain']['seconds']} s, {test['drain']['records']} records")
+        test["drain"] = guarded_drain(
+            writer,
+            keys,
+            lab.bootstrap_servers,
+            dict(learned.highest),
+            drain_process,
+            cfg["isolation"],
+            cfg["drain_time_limit"],
+            lab.name,
+            progress=say,
+            log_path=os.path.join(run_dir, "clients", "drain.log"),
+            client_config=cfg.get("client_config"),
+        )
+        say(
+            f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
+            f"{test['drain']['seconds']} s, {test['drain']['records']} records"
+        )
     writer.close()
     test["events"] = writer.size
     write_json(test_path, test)
@@ -383,7 +494,8 @@ def run(cfg: dict) -> int:
         return 130
     if cfg["check"]:
         from checkers.cli import EXIT_CODES
-        return EXIT_CODES[check_and_report(run_dir)]   # as `gregor check`: 0 valid, 1 invalid, 3 unknown
+
+        return EXIT_CODES[check_and_report(run_dir)]  # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
 
 
@@ -391,12 +503,16 @@ def run_client_settings(cfg: dict) -> dict:
     """test.json `client` fields of the options that change what clients do
     (only those away from their defaults, so older runs read the same)."""
     out = {}
-    for key, name, default in (("producer_config", "producer_config", {}),
-                               ("consumer_config", "consumer_config", {}),
-                               ("process_ms", "process.ms", 0), ("resend", "resend", False),
-                               ("zombie_kind", "zombie.kind", "transactional"),
-                               ("copier_offsets", "copier.offsets", "txn"), ("hang", "hang", None),
-                               ("txn_hold_ms", "txn.hold.ms", 0)):
+    for key, name, default in (
+        ("producer_config", "producer_config", {}),
+        ("consumer_config", "consumer_config", {}),
+        ("process_ms", "process.ms", 0),
+        ("resend", "resend", False),
+        ("zombie_kind", "zombie.kind", "transactional"),
+        ("copier_offsets", "copier.offsets", "txn"),
+        ("hang", "hang", None),
+        ("txn_hold_ms", "txn.hold.ms", 0),
+    ):
         value = cfg.get(key, default)
         if value != default:
             out[name] = value
@@ -411,7 +527,7 @@ def remove_client_places(lab, specs) -> None:
         if spec.place is not None:
             try:
                 lab.remove_client_place(spec.place.name)
-            except Exception as error:   # never mask the run's own outcome
+            except Exception as error:  # never mask the run's own outcome
                 say(f"could not remove client place {spec.place.name}: {error}")
 
 
@@ -419,6 +535,7 @@ def check_and_report(run_dir: str) -> str | None:
     """The checker, then the report (page, junit.xml, the store's index); the verdict."""
     from checkers.check import check_dir
     from reports.cli import publish
+
     verdict = check_dir(run_dir)["verdict"]
     say(f"check: verdict {verdict}")
     say(f"report: {publish(run_dir, progress=say)}")

@@ -25,25 +25,31 @@ from harness.controller.lab_options import add_lab_arguments
 from harness.errors import GregorError
 from harness.signals import sigterm_as_interrupt
 
-DEFAULT_LAB = "gscen"        # its own lab: the catalogue brings labs up and down
-RUN_OVERHEAD_S = 600         # lab reuse, topics, drain, client stops: beyond the time limit
+DEFAULT_LAB = "gscen"  # its own lab: the catalogue brings labs up and down
+RUN_OVERHEAD_S = 600  # lab reuse, topics, drain, client stops: beyond the time limit
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "scenarios", help="run the guarantee catalogue: each claim's unsafe and safe side",
+        "scenarios",
+        help="run the guarantee catalogue: each claim's unsafe and safe side",
         description="Runs each claim of the catalogue (harness/controller/scenarios.toml) K times on "
-                    "its unsafe and its safe side and writes store/scenarios/<time>/index.html. "
-                    "--list prints the claims.")
+        "its unsafe and its safe side and writes store/scenarios/<time>/index.html. "
+        "--list prints the claims.",
+    )
     parser.add_argument("--list", action="store_true", help="print one line per claim and exit")
     parser.add_argument("--only", default=None, metavar="NAME,...", help="run only these claims")
     parser.add_argument("--runs", type=int, default=1, metavar="K", help="runs per side (default 1)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the first run; run k uses seed+k")
-    parser.add_argument("--time-limit", type=float, default=60.0, metavar="S",
-                        help="seconds of main phase per run (default 60)")
+    parser.add_argument(
+        "--time-limit", type=float, default=60.0, metavar="S", help="seconds of main phase per run (default 60)"
+    )
     parser.add_argument("--store", default="store", help="store directory (default ./store)")
-    parser.add_argument("--catalogue", default=str(catalogue.CATALOGUE),
-                        help="the catalogue file (default: scenarios.toml beside this module)")
+    parser.add_argument(
+        "--catalogue",
+        default=str(catalogue.CATALOGUE),
+        help="the catalogue file (default: scenarios.toml beside this module)",
+    )
     parser.add_argument("--keep-lab", action="store_true", help="leave the last lab up")
     add_lab_arguments(parser)
     parser.set_defaults(func=main)
@@ -61,11 +67,21 @@ def main(args) -> int:
     if args.time_limit <= 0:
         raise GregorError(f"--time-limit must be positive, got {args.time_limit}")
     from harness.lab import lab_name
+
     lab = lab_name(args.lab or DEFAULT_LAB, args.backend)
     with sigterm_as_interrupt():
-        summary = Catalogue(claims, runs=args.runs, seed=args.seed, time_limit=args.time_limit,
-                            store=args.store, lab=lab, backend=args.backend, system=args.system,
-                            version=args.version, keep_lab=args.keep_lab).run()
+        summary = Catalogue(
+            claims,
+            runs=args.runs,
+            seed=args.seed,
+            time_limit=args.time_limit,
+            store=args.store,
+            lab=lab,
+            backend=args.backend,
+            system=args.system,
+            version=args.version,
+            keep_lab=args.keep_lab,
+        ).run()
     findings = [c["name"] for c in summary["claims"] if c["figures"]["safe"]["hits"]]
     print(f"scenarios: {summary['page']}")
     if findings:
@@ -80,9 +96,20 @@ def say(message: str) -> None:
 class Catalogue:
     """One run of the catalogue: its directory, its labs, its summary."""
 
-    def __init__(self, claims, runs: int, seed: int, time_limit: float, store: str, lab: str,
-                 backend: str = "local", system: str = "kafka", version: str | None = None,
-                 keep_lab: bool = False, progress=say):
+    def __init__(
+        self,
+        claims,
+        runs: int,
+        seed: int,
+        time_limit: float,
+        store: str,
+        lab: str,
+        backend: str = "local",
+        system: str = "kafka",
+        version: str | None = None,
+        keep_lab: bool = False,
+        progress=say,
+    ):
         self.claims, self.runs, self.seed, self.time_limit = claims, runs, seed, time_limit
         self.lab, self.backend, self.system, self.version = lab, backend, system, version
         self.keep_lab, self.progress = keep_lab, progress
@@ -94,19 +121,38 @@ class Catalogue:
             self.directory = Path(store).resolve() / "scenarios" / f"{stamp}-{suffix}"
         self.runs_dir = self.directory / "runs"
         self.runs_dir.mkdir(parents=True)
-        self.summary = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs_per_side": runs,
-                        "seed": seed, "time_limit_s": time_limit, "backend": backend, "system": system,
-                        "version": version, "lab": lab, "finished": False,
-                        "command": "gregor " + " ".join(sys.argv[1:]) if sys.argv[1:] else None,
-                        "claims": [self.claim_entry(c) for c in claims]}
+        self.summary = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "runs_per_side": runs,
+            "seed": seed,
+            "time_limit_s": time_limit,
+            "backend": backend,
+            "system": system,
+            "version": version,
+            "lab": lab,
+            "finished": False,
+            "command": "gregor " + " ".join(sys.argv[1:]) if sys.argv[1:] else None,
+            "claims": [self.claim_entry(c) for c in claims],
+        }
 
     def claim_entry(self, claim) -> dict:
-        return {"name": claim.name, "promise": claim.promise, "note": claim.note,
-                "expected": list(claim.expected), "lab": claim.lab, "storage": claim.storage,
-                "sides": {side: {"settings": claim.describe_side(side),
-                                 "arguments": claim.run_arguments(side, self.seed, self.time_limit),
-                                 "runs": []} for side in catalogue.SIDES},
-                "figures": {side: catalogue.side_figures([], side) for side in catalogue.SIDES}}
+        return {
+            "name": claim.name,
+            "promise": claim.promise,
+            "note": claim.note,
+            "expected": list(claim.expected),
+            "lab": claim.lab,
+            "storage": claim.storage,
+            "sides": {
+                side: {
+                    "settings": claim.describe_side(side),
+                    "arguments": claim.run_arguments(side, self.seed, self.time_limit),
+                    "runs": [],
+                }
+                for side in catalogue.SIDES
+            },
+            "figures": {side: catalogue.side_figures([], side) for side in catalogue.SIDES},
+        }
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> dict:
@@ -131,6 +177,7 @@ class Catalogue:
             self.write()
             if not self.keep_lab:
                 from harness.lab import Lab
+
                 Lab.down(self.lab, progress=self.progress, backend=self.backend)
         self.summary["page"] = str(self.directory / "index.html")
         return self.summary
@@ -138,25 +185,55 @@ class Catalogue:
     def lab_for(self, claim) -> None:
         """The claim's lab: the running one if it has the claim's settings, else a new one."""
         from harness.lab import Lab
+
         try:
             lab = Lab.attach(self.lab, backend=self.backend)
-            same = (getattr(lab.system, "overrides", {}) == claim.lab and lab.storage == claim.storage
-                    and lab.system.name == self.system and (self.version in (None, lab.version)))
+            same = (
+                getattr(lab.system, "overrides", {}) == claim.lab
+                and lab.storage == claim.storage
+                and lab.system.name == self.system
+                and (self.version in (None, lab.version))
+            )
         except GregorError:
             lab, same = None, False
         if same:
             lab.heal_all()
             return
         Lab.down(self.lab, progress=self.progress, backend=self.backend)
-        Lab.up(nodes=3, version=self.version, broker_overrides=claim.lab, name=self.lab,
-               progress=self.progress, backend=self.backend, system=self.system, storage=claim.storage)
+        Lab.up(
+            nodes=3,
+            version=self.version,
+            broker_overrides=claim.lab,
+            name=self.lab,
+            progress=self.progress,
+            backend=self.backend,
+            system=self.system,
+            storage=claim.storage,
+        )
 
     def one_run(self, claim, side: str, k: int) -> dict:
         seed = self.seed + k
         name = f"{claim.name}-{side}"
-        argv = [sys.executable, "-m", "harness.cli", "run", *claim.run_arguments(side, seed, self.time_limit),
-                "--lab", self.lab, "--backend", self.backend, "--system", self.system,
-                "--data-on", claim.storage, "--store", str(self.runs_dir), "--name", name, "--no-check"]
+        argv = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            *claim.run_arguments(side, seed, self.time_limit),
+            "--lab",
+            self.lab,
+            "--backend",
+            self.backend,
+            "--system",
+            self.system,
+            "--data-on",
+            claim.storage,
+            "--store",
+            str(self.runs_dir),
+            "--name",
+            name,
+            "--no-check",
+        ]
         if self.version:
             argv += ["--version", self.version]
         self.progress(f"scenarios: {name} run {k + 1}/{self.runs} (seed {seed})")
@@ -166,8 +243,9 @@ class Catalogue:
         started = time.monotonic()
         try:
             with open(log, "w") as out:
-                result = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT,
-                                        timeout=self.time_limit + RUN_OVERHEAD_S)
+                result = subprocess.run(
+                    argv, stdout=out, stderr=subprocess.STDOUT, timeout=self.time_limit + RUN_OVERHEAD_S
+                )
             code = result.returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
@@ -195,6 +273,7 @@ class Catalogue:
 
     def check(self, claim, side: str, run_dir: Path) -> dict:
         from harness.controller.run import check_and_report
+
         check_and_report(str(run_dir))
         results = json.loads((run_dir / "results.json").read_text())
         test = json.loads((run_dir / "test.json").read_text())
@@ -210,6 +289,7 @@ class Catalogue:
 
     def write(self) -> None:
         from harness.controller.scenarios_page import write_page
+
         write_json(self.directory / "scenarios.json", self.summary, indent=1)
         write_page(self.directory, self.summary)
 
@@ -224,6 +304,10 @@ def describe_run(record: dict, side: str) -> str:
         head = "clean" if record["clean"] else f"BAD ANOMALIES {', '.join(record['bad'])}"
     when = f", first at {record['first_s']} s" if record.get("first_s") is not None else ""
     truncated = record.get("truncated")
-    gone = (f"; the drain found the log of key{'s' if len(truncated) > 1 else ''} {', '.join(map(str, truncated))}"
-            " truncated below acknowledged offsets" if truncated else "")
+    gone = (
+        f"; the drain found the log of key{'s' if len(truncated) > 1 else ''} {', '.join(map(str, truncated))}"
+        " truncated below acknowledged offsets"
+        if truncated
+        else ""
+    )
     return f"{head} ({found}{when}){gone}"

@@ -52,24 +52,34 @@ def render(summary: dict) -> str:
     rows = "".join(claim_row(c, summary) for c in summary.get("claims", []))
     findings = [c["name"] for c in summary.get("claims", []) if c["figures"]["safe"]["hits"]]
     state = "finished" if summary.get("finished") else "in progress (this page is rewritten after every run)"
-    finding_line = (f'<p class="err">Red findings: the safe side of {esc(", ".join(findings))} showed bad anomalies.</p>'
-                    if findings else "")
+    finding_line = (
+        f'<p class="err">Red findings: the safe side of {esc(", ".join(findings))} showed bad anomalies.</p>'
+        if findings
+        else ""
+    )
     command = summary.get("command")
-    head = (f'<div class="head"><h2>Gregor: the guarantee catalogue</h2>'
-            f'<p>Each claim run {esc(summary.get("runs_per_side"))} time(s) per side, '
-            f'{esc(summary.get("time_limit_s"))} s each, seeds from {esc(summary.get("seed"))}, on the '
-            f'{esc(summary.get("backend"))} backend with {esc(summary.get("system"))} '
-            f'{esc(summary.get("version") or "(default version)")}; started {esc(summary.get("started"))}, {esc(state)}.'
-            + (f' Command: <code>{esc(command)}</code>.' if command else "")
-            + '</p><p class="note">Unsafe column: runs in which an expected anomaly appeared (the claim shown '
-              'broken). Safe column: runs with no bad anomaly (the promise kept); a bad anomaly there is a red '
-              'finding. Times are seconds from the start of a run to its first anomaly that counts.</p>'
-            + finding_line + "</div>")
-    table = ('<table class="claims"><thead><tr><th>claim</th><th>unsafe side</th><th>safe side</th></tr></thead>'
-             f"<tbody>{rows}</tbody></table>")
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-            f"<title>Gregor scenarios</title><style>{CSS}{PAGE_CSS}</style></head><body>{head}{table}"
-            "</body></html>\n")
+    head = (
+        f'<div class="head"><h2>Gregor: the guarantee catalogue</h2>'
+        f"<p>Each claim run {esc(summary.get('runs_per_side'))} time(s) per side, "
+        f"{esc(summary.get('time_limit_s'))} s each, seeds from {esc(summary.get('seed'))}, on the "
+        f"{esc(summary.get('backend'))} backend with {esc(summary.get('system'))} "
+        f"{esc(summary.get('version') or '(default version)')}; started {esc(summary.get('started'))}, {esc(state)}."
+        + (f" Command: <code>{esc(command)}</code>." if command else "")
+        + '</p><p class="note">Unsafe column: runs in which an expected anomaly appeared (the claim shown '
+        "broken). Safe column: runs with no bad anomaly (the promise kept); a bad anomaly there is a red "
+        "finding. Times are seconds from the start of a run to its first anomaly that counts.</p>"
+        + finding_line
+        + "</div>"
+    )
+    table = (
+        '<table class="claims"><thead><tr><th>claim</th><th>unsafe side</th><th>safe side</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
+        f"<title>Gregor scenarios</title><style>{CSS}{PAGE_CSS}</style></head><body>{head}{table}"
+        "</body></html>\n"
+    )
 
 
 def claim_row(claim: dict, summary: dict) -> str:
@@ -80,12 +90,15 @@ def claim_row(claim: dict, summary: dict) -> str:
     if claim.get("storage", "disk") != "disk":
         extra.append(f"storage: {claim['storage']}")
     note = claim.get("note") or ""
-    cell = (f'<td class="claim"><div class="name" id="{esc(claim["name"])}">{esc(claim["name"])}</div>'
-            f'<div class="promise">{esc(claim["promise"])}</div>'
-            f'<div class="note">expected on the unsafe side: {esc(", ".join(claim["expected"]))}</div>'
-            + (f'<div class="note">{esc(note)}</div>' if note else "")
-            + "".join(f'<div class="note">{esc(e)}</div>' for e in extra) + "</td>")
-    return f'<tr>{cell}{side_cell(claim, "unsafe")}{side_cell(claim, "safe")}</tr>'
+    cell = (
+        f'<td class="claim"><div class="name" id="{esc(claim["name"])}">{esc(claim["name"])}</div>'
+        f'<div class="promise">{esc(claim["promise"])}</div>'
+        f'<div class="note">expected on the unsafe side: {esc(", ".join(claim["expected"]))}</div>'
+        + (f'<div class="note">{esc(note)}</div>' if note else "")
+        + "".join(f'<div class="note">{esc(e)}</div>' for e in extra)
+        + "</td>"
+    )
+    return f"<tr>{cell}{side_cell(claim, 'unsafe')}{side_cell(claim, 'safe')}</tr>"
 
 
 def side_cell(claim: dict, side: str) -> str:
@@ -97,27 +110,33 @@ def side_cell(claim: dict, side: str) -> str:
         kind, rate = "pending", "not run yet"
     elif side == "unsafe":
         kind = "shown" if figures["hits"] else "notshown"
-        rate = f'detected in {figures["hits"]}/{done} run{"s" if done != 1 else ""}'
+        rate = f"detected in {figures['hits']}/{done} run{'s' if done != 1 else ''}"
     else:
         clean = done - figures["hits"]
         kind = "finding" if figures["hits"] else "clean"
-        rate = f'no bad anomaly in {clean}/{done} run{"s" if done != 1 else ""}'
+        rate = f"no bad anomaly in {clean}/{done} run{'s' if done != 1 else ''}"
     if figures["errors"]:
-        rate += f' ({figures["errors"]} failed)'
+        rate += f" ({figures['errors']} failed)"
     median = figures.get("median_first_s")
-    timing = (f'<div>median time to the first {"expected" if side == "unsafe" else "bad"} anomaly: '
-              f'{esc(median)} s</div>' if median is not None else "")
+    timing = (
+        f"<div>median time to the first {'expected' if side == 'unsafe' else 'bad'} anomaly: {esc(median)} s</div>"
+        if median is not None
+        else ""
+    )
     badges = "".join(
         f'<span class="badge {"permitted" if a["allowed"] else "bad"}" title="{esc(a.get("why_allowed") or "bad")}">'
-        f'{esc(name)} {esc(a["count"])} (in {esc(a["runs"])} run{"s" if a["runs"] != 1 else ""})</span>'
-        for name, a in figures["anomalies"].items())
+        f"{esc(name)} {esc(a['count'])} (in {esc(a['runs'])} run{'s' if a['runs'] != 1 else ''})</span>"
+        for name, a in figures["anomalies"].items()
+    )
     links = "".join(run_link(i, run, side) for i, run in enumerate(runs, 1))
-    return (f'<td class="side {kind}"><div class="settings">{esc(entry["settings"])}</div>'
-            f'<div class="rate">{esc(rate)}</div>{timing}{truncation_note(figures)}'
-            f'<div class="badges">{badges or "<span class=note>no anomaly</span>"}</div>'
-            f'<div class="runs">{links}</div>'
-            f'<details class="argv"><summary>gregor run arguments</summary><code>{esc(" ".join(entry["arguments"]))}'
-            "</code></details></td>")
+    return (
+        f'<td class="side {kind}"><div class="settings">{esc(entry["settings"])}</div>'
+        f'<div class="rate">{esc(rate)}</div>{timing}{truncation_note(figures)}'
+        f'<div class="badges">{badges or "<span class=note>no anomaly</span>"}</div>'
+        f'<div class="runs">{links}</div>'
+        f'<details class="argv"><summary>gregor run arguments</summary><code>{esc(" ".join(entry["arguments"]))}'
+        "</code></details></td>"
+    )
 
 
 def truncation_note(figures: dict) -> str:
@@ -126,8 +145,10 @@ def truncation_note(figures: dict) -> str:
     truncated, runs = figures["truncated"], figures["runs"]
     if not truncated:
         return ""
-    return (f'<div class="note truncation">logs truncated below acknowledged offsets in {truncated}/{runs} '
-            f'run{"s" if runs != 1 else ""} (each report\'s "Truncated logs")</div>')
+    return (
+        f'<div class="note truncation">logs truncated below acknowledged offsets in {truncated}/{runs} '
+        f'run{"s" if runs != 1 else ""} (each report\'s "Truncated logs")</div>'
+    )
 
 
 def run_link(number: int, run: dict, side: str) -> str:
@@ -141,5 +162,7 @@ def run_link(number: int, run: dict, side: str) -> str:
     mark = ("detected" if hit else "not detected") if side == "unsafe" else ("BAD" if hit else "clean")
     if run.get("truncated"):
         mark += ", log truncated"
-    return (f'<a class="{"hit" if hit else ""}" href="{esc(run["report"])}" '
-            f'title="seed {esc(run.get("seed"))}, verdict {esc(run.get("verdict"))}">run {number}: {mark}</a>')
+    return (
+        f'<a class="{"hit" if hit else ""}" href="{esc(run["report"])}" '
+        f'title="seed {esc(run.get("seed"))}, verdict {esc(run.get("verdict"))}">run {number}: {mark}</a>'
+    )

@@ -11,8 +11,8 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.systems import wire as kafka_wire
 from harness.errors import GregorError
+from harness.systems import wire as kafka_wire
 
 # Errors that mean "ask again shortly" (coordinator loading, election running).
 _RETRIABLE_CODES = {5, 6, 7, 14, 15, 16, 103}
@@ -25,12 +25,14 @@ class KafkaAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.timeout = timeout
         self.client_config = dict(client_config or {})
-        self._client = AdminClient({
-            **self.client_config,   # security settings of the lab's clients (--client-config)
-            "bootstrap.servers": bootstrap_servers,
-            "socket.timeout.ms": int(timeout * 1000),
-            "log_level": 0,  # connection noise during faults is expected; callers see errors
-        })
+        self._client = AdminClient(
+            {
+                **self.client_config,  # security settings of the lab's clients (--client-config)
+                "bootstrap.servers": bootstrap_servers,
+                "socket.timeout.ms": int(timeout * 1000),
+                "log_level": 0,  # connection noise during faults is expected; callers see errors
+            }
+        )
 
     def _brokers(self) -> list[tuple[str, int]]:
         result = []
@@ -40,10 +42,17 @@ class KafkaAdmin:
         return result
 
     # --- topics ------------------------------------------------------------
-    def create_topic(self, name: str, partitions: int, replication_factor: int = 3,
-                     config: dict[str, str] | None = None, exist_ok: bool = True) -> None:
-        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                         config=dict(config or {}))
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 3,
+        config: dict[str, str] | None = None,
+        exist_ok: bool = True,
+    ) -> None:
+        topic = NewTopic(
+            name, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {})
+        )
         future = self._client.create_topics([topic], operation_timeout=self.timeout)[name]
         try:
             future.result(timeout=self.timeout + 5)
@@ -120,19 +129,27 @@ class KafkaAdmin:
 
     def controller(self) -> int:
         """Node id of the active KRaft controller (the metadata quorum leader)."""
+
         def ask(host: str, port: int) -> int:
             leader = kafka_wire.active_controller(host, port, timeout=self.timeout, security=self.client_config)
             if leader < 0:  # an election is running: ask again
                 raise kafka_wire.KafkaProtocolError(15, "DescribeQuorum: no leader yet")
             return leader
+
         return self._ask("active controller", ask)
 
     def group_coordinator(self, group_id: str) -> int:
-        return self._ask(f"coordinator of group {group_id!r}",
-                         lambda h, p: kafka_wire.find_coordinator(h, p, group_id, 0, timeout=self.timeout,
-                                                                  security=self.client_config))
+        return self._ask(
+            f"coordinator of group {group_id!r}",
+            lambda h, p: kafka_wire.find_coordinator(
+                h, p, group_id, 0, timeout=self.timeout, security=self.client_config
+            ),
+        )
 
     def txn_coordinator(self, transactional_id: str) -> int:
-        return self._ask(f"transaction coordinator of {transactional_id!r}",
-                         lambda h, p: kafka_wire.find_coordinator(h, p, transactional_id, 1, timeout=self.timeout,
-                                                                  security=self.client_config))
+        return self._ask(
+            f"transaction coordinator of {transactional_id!r}",
+            lambda h, p: kafka_wire.find_coordinator(
+                h, p, transactional_id, 1, timeout=self.timeout, security=self.client_config
+            ),
+        )

@@ -20,7 +20,7 @@ CREATE_TOPICS, INIT_PRODUCER_ID = 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 # What the clients of each part of a workload call (librdkafka's requests).
-GREGOR = (METADATA, CREATE_TOPICS)                     # topics and health, before the clients
+GREGOR = (METADATA, CREATE_TOPICS)  # topics and health, before the clients
 PRODUCER = (PRODUCE, METADATA)
 IDEMPOTENT = (INIT_PRODUCER_ID,)
 CONSUMER = (FETCH, LIST_OFFSETS, METADATA)
@@ -104,14 +104,17 @@ def missing_apis(cluster: dict, workload: str, idempotence: bool = True, subscri
     return [key for key in required_apis(workload, idempotence, subscribe) if key not in served]
 
 
-def refuse_unservable(cluster: dict, system: str, version: str, workload: str,
-                      idempotence: bool = True, subscribe: bool = False) -> None:
+def refuse_unservable(
+    cluster: dict, system: str, version: str, workload: str, idempotence: bool = True, subscribe: bool = False
+) -> None:
     """One line naming the first API the brokers lack, before any client starts."""
     missing = missing_apis(cluster, workload, idempotence, subscribe)
     if missing:
         names = ", ".join(wire.api_name(key) for key in missing)
-        raise GregorError(f"{system} {version} cannot serve the {workload} workload: its brokers do not "
-                          f"advertise {names} in ApiVersions (choose another --workload)")
+        raise GregorError(
+            f"{system} {version} cannot serve the {workload} workload: its brokers do not "
+            f"advertise {names} in ApiVersions (choose another --workload)"
+        )
 
 
 def feature_level(cluster: dict, feature: str) -> int:

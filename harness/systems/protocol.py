@@ -34,8 +34,9 @@ class ProtocolRoles:
         raise RoleUnavailable("this system has no controller role")
 
     def txn_coordinator(self, transactional_id: str) -> str:
-        return self._node(self.admin.txn_coordinator(transactional_id),
-                          f"transaction coordinator of {transactional_id!r}")
+        return self._node(
+            self.admin.txn_coordinator(transactional_id), f"transaction coordinator of {transactional_id!r}"
+        )
 
     def group_coordinator(self, group: str) -> str:
         return self._node(self.admin.group_coordinator(group), f"group coordinator of {group!r}")
@@ -68,6 +69,7 @@ def node_by_address(nodes, port: int) -> Callable[[int], str]:
         if placed:
             return next(iter(placed))
         raise RoleUnavailable(f"no broker answers for broker id {broker_id}")
+
     return node_of
 
 
@@ -78,8 +80,9 @@ def unhealthy(nodes, port: int, topics: list[str], replicated: bool = True) -> l
     return unhealthy_at([(node.name, node.address, port) for node in nodes], topics, replicated)
 
 
-def unhealthy_at(endpoints: list[tuple[str, str, int]], topics: list[str], replicated: bool = True,
-                 security: dict | None = None) -> list[str]:
+def unhealthy_at(
+    endpoints: list[tuple[str, str, int]], topics: list[str], replicated: bool = True, security: dict | None = None
+) -> list[str]:
     """unhealthy() for brokers named by (name, host, port): several brokers may
     share a node (kfake), or be no node of ours (an external cluster)."""
     bad: list[str] = []
@@ -98,5 +101,5 @@ def unhealthy_at(endpoints: list[tuple[str, str, int]], topics: list[str], repli
                 leaders.setdefault((topic, pid), set()).add(part["leader"])
                 if part["leader"] < 0 or (replicated and sorted(part["isr"]) != sorted(part["replicas"])):
                     bad.append(f"{topic}/{pid} per {name}: leader {part['leader']} isr {part['isr']}")
-    bad += [f"{t}/{p}: brokers disagree on the leader {sorted(l)}" for (t, p), l in leaders.items() if len(l) > 1]
+    bad += [f"{t}/{p}: brokers disagree on the leader {sorted(ids)}" for (t, p), ids in leaders.items() if len(ids) > 1]
     return bad

@@ -57,21 +57,25 @@ def tls_context(security: dict) -> ssl.SSLContext:
     elif str(security.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
         context.check_hostname = False
     if security.get("ssl.certificate.location"):
-        context.load_cert_chain(security["ssl.certificate.location"], security.get("ssl.key.location"),
-                                security.get("ssl.key.password"))
+        context.load_cert_chain(
+            security["ssl.certificate.location"], security.get("ssl.key.location"), security.get("ssl.key.password")
+        )
     return context
 
 
 def mechanism_of(security: dict) -> str:
     mechanism = str(security.get("sasl.mechanism") or security.get("sasl.mechanisms") or "GSSAPI").upper()
     if mechanism not in MECHANISMS:
-        raise GregorError(f"Gregor's own broker requests cannot authenticate with sasl.mechanism {mechanism}; "
-                          f"they speak {', '.join(MECHANISMS)}")
+        raise GregorError(
+            f"Gregor's own broker requests cannot authenticate with sasl.mechanism {mechanism}; "
+            f"they speak {', '.join(MECHANISMS)}"
+        )
     return mechanism
 
 
 def authenticate(sock, host: str, port: int, security: dict) -> None:
     from harness.systems import wire
+
     mechanism = mechanism_of(security)
     user, password = str(security.get("sasl.username", "")), str(security.get("sasl.password", ""))
     raw = mechanism.encode()
@@ -79,21 +83,26 @@ def authenticate(sock, host: str, port: int, security: dict) -> None:
     error = wire._read(data, ">h")
     if error:
         offered = [wire._string(data) for _ in range(max(wire._read(data, ">i"), 0))]
-        raise GregorError(f"{host}:{port} refuses SASL {mechanism} (Kafka error {error}); it offers "
-                          f"{', '.join(m for m in offered if m) or 'nothing'}")
+        raise GregorError(
+            f"{host}:{port} refuses SASL {mechanism} (Kafka error {error}); it offers "
+            f"{', '.join(m for m in offered if m) or 'nothing'}"
+        )
 
     def exchange(message: bytes) -> bytes:
         body = struct.pack(">i", len(message)) + message
         try:
             answer = wire._request(sock, host, port, SASL_AUTHENTICATE, 1, body, flexible=False)
-        except ConnectionError:   # some brokers (kfake) hang up instead of answering an error
-            raise GregorError(f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: the broker "
-                              "closed the connection (wrong credentials?)") from None
+        except ConnectionError:  # some brokers (kfake) hang up instead of answering an error
+            raise GregorError(
+                f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: the broker "
+                "closed the connection (wrong credentials?)"
+            ) from None
         code = wire._read(answer, ">h")
         text = wire._string(answer)
         if code:
-            raise GregorError(f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: "
-                              f"{text or f'Kafka error {code}'}")
+            raise GregorError(
+                f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: {text or f'Kafka error {code}'}"
+            )
         return answer.read(wire._read(answer, ">i"))
 
     if mechanism == "PLAIN":
@@ -126,8 +135,7 @@ class Scram:
         fields = dict(item.split("=", 1) for item in text.split(","))
         if not fields.get("r", "").startswith(self.nonce):
             raise GregorError("SCRAM: the server's nonce does not extend ours")
-        salted = hashlib.pbkdf2_hmac(self.hash().name, self.password, base64.b64decode(fields["s"]),
-                                     int(fields["i"]))
+        salted = hashlib.pbkdf2_hmac(self.hash().name, self.password, base64.b64decode(fields["s"]), int(fields["i"]))
         client_key = hmac.new(salted, b"Client Key", self.hash).digest()
         stored_key = self.hash(client_key).digest()
         without_proof = f"c=biws,r={fields['r']}"

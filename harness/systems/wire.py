@@ -65,9 +65,17 @@ def _string(buf: io.BytesIO) -> str | None:
     return None if length < 0 else buf.read(length).decode()
 
 
-def _exchange(host: str, port: int, api_key: int, version: int, body: bytes,
-              flexible: bool, timeout: float, flexible_response: bool | None = None,
-              security: dict | None = None) -> io.BytesIO:
+def _exchange(
+    host: str,
+    port: int,
+    api_key: int,
+    version: int,
+    body: bytes,
+    flexible: bool,
+    timeout: float,
+    flexible_response: bool | None = None,
+    security: dict | None = None,
+) -> io.BytesIO:
     """One request, one response, on a connection of its own. `flexible_response`
     differs from `flexible` only for ApiVersions, whose response header is
     never flexible. `security`: the clients' librdkafka settings (TLS, SASL)."""
@@ -75,8 +83,16 @@ def _exchange(host: str, port: int, api_key: int, version: int, body: bytes,
         return _request(sock, host, port, api_key, version, body, flexible, flexible_response)
 
 
-def _request(sock, host: str, port: int, api_key: int, version: int, body: bytes,
-             flexible: bool, flexible_response: bool | None = None) -> io.BytesIO:
+def _request(
+    sock,
+    host: str,
+    port: int,
+    api_key: int,
+    version: int,
+    body: bytes,
+    flexible: bool,
+    flexible_response: bool | None = None,
+) -> io.BytesIO:
     correlation = next(_correlation) & 0x7FFFFFFF
     header = struct.pack(">hhih", api_key, version, correlation, len(CLIENT_ID)) + CLIENT_ID
     if flexible:
@@ -105,9 +121,16 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
 def active_controller(host: str, port: int, timeout: float = 5, security: dict | None = None) -> int:
     """The node id of the Raft leader of __cluster_metadata (DescribeQuorum v0)."""
     topic = b"__cluster_metadata"
-    body = (_uvarint(2) + _uvarint(len(topic) + 1) + topic
-            + _uvarint(2) + struct.pack(">i", 0) + b"\x00"  # partition 0, no tags
-            + b"\x00" + b"\x00")                              # topic tags, request tags
+    body = (
+        _uvarint(2)
+        + _uvarint(len(topic) + 1)
+        + topic
+        + _uvarint(2)
+        + struct.pack(">i", 0)
+        + b"\x00"  # partition 0, no tags
+        + b"\x00"
+        + b"\x00"
+    )  # topic tags, request tags
     data = _exchange(host, port, DESCRIBE_QUORUM, 0, body, flexible=True, timeout=timeout, security=security)
     error = _read(data, ">h")
     if error:
@@ -124,8 +147,9 @@ def active_controller(host: str, port: int, timeout: float = 5, security: dict |
     return _read(data, ">i")
 
 
-def find_coordinator(host: str, port: int, key: str, key_type: int, timeout: float = 5,
-                     security: dict | None = None) -> int:
+def find_coordinator(
+    host: str, port: int, key: str, key_type: int, timeout: float = 5, security: dict | None = None
+) -> int:
     """The broker id coordinating a group (key_type 0) or transactional id (1)."""
     raw = key.encode()
     body = struct.pack(">h", len(raw)) + raw + struct.pack(">b", key_type)
@@ -146,8 +170,7 @@ def _int32_array(buf: io.BytesIO) -> list[int]:
     return [_read(buf, ">i") for _ in range(max(count, 0))]
 
 
-def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5,
-                     security: dict | None = None) -> dict:
+def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5, security: dict | None = None) -> dict:
     """One broker's own view of the cluster and of `topics` (Metadata v4).
 
     {"brokers": {id: [host, port]}, "cluster_id": str, "controller_id": int,
@@ -185,8 +208,9 @@ def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5
     return {"brokers": brokers, "cluster_id": cluster_id, "controller_id": controller_id, "topics": result}
 
 
-def metadata(host: str, port: int, topics: list[str], timeout: float = 5,
-             security: dict | None = None) -> dict[str, dict]:
+def metadata(
+    host: str, port: int, topics: list[str], timeout: float = 5, security: dict | None = None
+) -> dict[str, dict]:
     """{topic: {"error", "partitions"}} of one broker's own view (see cluster_metadata)."""
     return cluster_metadata(host, port, topics, timeout, security)["topics"]
 
@@ -196,13 +220,34 @@ UNSUPPORTED_VERSION = 35
 
 # The Kafka protocol's names for the API keys Gregor's clients and checks use.
 API_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-    22: "InitProducerId", 24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn",
-    27: "WriteTxnMarkers", 28: "TxnOffsetCommit", 32: "DescribeConfigs",
-    36: "SaslAuthenticate", 55: "DescribeQuorum", 57: "UpdateFeatures", 60: "DescribeCluster",
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    36: "SaslAuthenticate",
+    55: "DescribeQuorum",
+    57: "UpdateFeatures",
+    60: "DescribeCluster",
     68: "ConsumerGroupHeartbeat",
 }
 
@@ -242,9 +287,10 @@ def api_versions(host: str, port: int, timeout: float = 5, security: dict | None
     A broker that predates v3 answers UNSUPPORTED_VERSION with its v0 list.
     """
     name, version = b"gregor", b"1"
-    body = (_uvarint(len(name) + 1) + name + _uvarint(len(version) + 1) + version + b"\x00")
-    data = _exchange(host, port, API_VERSIONS, 3, body, flexible=True, timeout=timeout,
-                     flexible_response=False, security=security)
+    body = _uvarint(len(name) + 1) + name + _uvarint(len(version) + 1) + version + b"\x00"
+    data = _exchange(
+        host, port, API_VERSIONS, 3, body, flexible=True, timeout=timeout, flexible_response=False, security=security
+    )
     error = _read(data, ">h")
     if error == UNSUPPORTED_VERSION:
         data = _exchange(host, port, API_VERSIONS, 0, b"", flexible=False, timeout=timeout, security=security)

@@ -10,14 +10,23 @@ import json
 from pathlib import Path
 
 BASE_TEST = {
-    "name": "hand-written", "system": "kafka", "version": "3.9.1", "workload": "txn",
-    "seed": 1, "concurrency": 4,
+    "name": "hand-written",
+    "system": "kafka",
+    "version": "3.9.1",
+    "workload": "txn",
+    "seed": 1,
+    "concurrency": 4,
     "keys": {str(k): ["t0", k] for k in range(64)},
-    "client": {"acks": "all", "enable.idempotence": True, "isolation.level": "read_committed",
-               "transactional": True, "auto.commit": False, "subscribe": False,
-               "transaction.timeout.ms": 10000},
-    "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False,
-               "replication.factor": 3},
+    "client": {
+        "acks": "all",
+        "enable.idempotence": True,
+        "isolation.level": "read_committed",
+        "transactional": True,
+        "auto.commit": False,
+        "subscribe": False,
+        "transaction.timeout.ms": 10000,
+    },
+    "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, "replication.factor": 3},
     "drain": {"time_limit_s": 60, "complete": True},
 }
 
@@ -99,8 +108,10 @@ class History:
         return len(self.events) - 1
 
     def nemesis(self, f, value) -> int:
-        self.events += [{"process": "nemesis", "type": "invoke", "f": f},
-                        {"process": "nemesis", "type": "info", "f": f, "value": value}]
+        self.events += [
+            {"process": "nemesis", "type": "invoke", "f": f},
+            {"process": "nemesis", "type": "info", "f": f, "value": value},
+        ]
         return len(self.events) - 1
 
     def write(self, tmp_path, test=None) -> Path:

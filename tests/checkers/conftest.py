@@ -10,7 +10,6 @@ and fixtures of the same names. `History` builds op pairs tersely.
 from __future__ import annotations
 
 import pytest
-
 from checker_histories import History, base_test, poll, send, write_run  # noqa: F401  (re-exported)
 
 
@@ -36,9 +35,10 @@ def base_test_fixture():
 
 def _scenario_findings(spark, tmp_path_factory, present):
     from checker_histories import rows
+    from partition_scenarios import build
+
     from checkers import order, partition
     from checkers.load import load
-    from partition_scenarios import build
 
     history, expected = build(present)
     t = load(history.write(tmp_path_factory.mktemp("present" if present else "absent")), spark)

@@ -16,10 +16,14 @@ import random
 
 WW, WR, PROC, RT = 1, 2, 4, 8
 KINDS = {
-    "G0": (WW, WW), "G1c": (WR, WR), "G1c-ww": (WW | WR, WW | WR),
-    "G0-process": (WW | PROC, WW | PROC), "G1c-process": (WR | PROC, WR | PROC),
+    "G0": (WW, WW),
+    "G1c": (WR, WR),
+    "G1c-ww": (WW | WR, WW | WR),
+    "G0-process": (WW | PROC, WW | PROC),
+    "G1c-process": (WR | PROC, WR | PROC),
     "G1c-ww-process": (WW | WR | PROC, WW | WR | PROC),
-    "G0-realtime": (WW | PROC | RT, WW | RT), "G1c-realtime": (WR | PROC | RT, WR | RT),
+    "G0-realtime": (WW | PROC | RT, WW | RT),
+    "G1c-realtime": (WR | PROC | RT, WR | RT),
     "G1c-ww-realtime": (WW | WR | PROC | RT, WW | WR | RT),
 }
 
@@ -31,25 +35,49 @@ def _ops(events):
             pending[e["process"]] = e
             continue
         invoke = pending.pop(e["process"])
-        ops[e["index"]] = {"op": e["index"], "process": e["process"], "type": e["type"], "f": e["f"],
-                           "invoke": invoke["time"], "complete": e["time"], "invoke_index": invoke["index"],
-                           "mops": e.get("mops", [])}
-    for invoke in pending.values():   # cut short: info
-        ops[invoke["index"]] = {"op": invoke["index"], "process": invoke["process"], "type": "info",
-                                "f": invoke["f"], "invoke": invoke["time"], "complete": None,
-                                "invoke_index": invoke["index"], "mops": invoke.get("mops", [])}
+        ops[e["index"]] = {
+            "op": e["index"],
+            "process": e["process"],
+            "type": e["type"],
+            "f": e["f"],
+            "invoke": invoke["time"],
+            "complete": e["time"],
+            "invoke_index": invoke["index"],
+            "mops": e.get("mops", []),
+        }
+    for invoke in pending.values():  # cut short: info
+        ops[invoke["index"]] = {
+            "op": invoke["index"],
+            "process": invoke["process"],
+            "type": "info",
+            "f": invoke["f"],
+            "invoke": invoke["time"],
+            "complete": None,
+            "invoke_index": invoke["index"],
+            "mops": invoke.get("mops", []),
+        }
     return ops
 
 
 def graph(events) -> dict:
     """node (op id) -> set of (next node, kind)."""
     ops = _ops(events)
-    read = {(m["key"], m["value"]) for o in ops.values() if o["type"] == "ok"
-            for m in o["mops"] if m["f"] == "poll" and m.get("key") is not None}
+    read = {
+        (m["key"], m["value"])
+        for o in ops.values()
+        if o["type"] == "ok"
+        for m in o["mops"]
+        if m["f"] == "poll" and m.get("key") is not None
+    }
     sends = [(o, m) for o in ops.values() for m in o["mops"] if m["f"] == "send"]
-    read_txns = {o["op"] for o, m in sends if o["type"] == "info" and o["f"] == "txn" and (m["key"], m["value"]) in read}
-    must = [(o, m) for o, m in sends
-            if o["type"] == "ok" or (o["type"] == "info" and ((m["key"], m["value"]) in read or o["op"] in read_txns))]
+    read_txns = {
+        o["op"] for o, m in sends if o["type"] == "info" and o["f"] == "txn" and (m["key"], m["value"]) in read
+    }
+    must = [
+        (o, m)
+        for o, m in sends
+        if o["type"] == "ok" or (o["type"] == "info" and ((m["key"], m["value"]) in read or o["op"] in read_txns))
+    ]
     offsets: dict = {}
     for o in ops.values():
         for m in o["mops"]:
@@ -72,6 +100,7 @@ def graph(events) -> dict:
     def add(a, b, kind):
         if a != b:
             edges.setdefault(a, set()).add((b, kind))
+
     chains: dict = {}
     writers: dict = {}
     for o, m in must:
@@ -181,12 +210,21 @@ def random_history(seed: int, key_base: int, process_base: int, time_base: int, 
             timeline.append(("done", busy.pop(process), clock))
         else:
             kind = rng.choice(["send", "txn", "txn", "poll"])
-            sends = [] if kind == "poll" else [
-                {"f": "send", "key": key_base + rng.randrange(keys), "value": rng.randrange(1 << 40)}
-                for _ in range(1 if kind == "send" else rng.randint(1, 2))]
-            op = {"process": process, "f": kind, "sends": sends,
-                  "polls": kind == "poll" or (kind == "txn" and rng.random() < 0.5),
-                  "type": rng.choices(["ok", "info", "fail"], weights=[8, 1, 1])[0]}
+            sends = (
+                []
+                if kind == "poll"
+                else [
+                    {"f": "send", "key": key_base + rng.randrange(keys), "value": rng.randrange(1 << 40)}
+                    for _ in range(1 if kind == "send" else rng.randint(1, 2))
+                ]
+            )
+            op = {
+                "process": process,
+                "f": kind,
+                "sends": sends,
+                "polls": kind == "poll" or (kind == "txn" and rng.random() < 0.5),
+                "type": rng.choices(["ok", "info", "fail"], weights=[8, 1, 1])[0],
+            }
             busy[process] = op
             timeline.append(("invoke", op, clock))
         clock += rng.randint(1, 3) * 1000
@@ -220,7 +258,9 @@ def random_history(seed: int, key_base: int, process_base: int, time_base: int, 
         if op["polls"] and logs and op.setdefault("read", rng.random()) < 0.9:
             key = rng.choice(sorted(logs))
             start = rng.randrange(len(logs[key]))
-            read = [{"f": "poll", "key": key, "offset": o, "value": v}
-                    for o, v in logs[key][start:start + rng.randint(1, 3)]]
+            read = [
+                {"f": "poll", "key": key, "offset": o, "value": v}
+                for o, v in logs[key][start : start + rng.randint(1, 3)]
+            ]
         events.append(dict(base, type=op["type"], mops=sent + read))
     return events, clock

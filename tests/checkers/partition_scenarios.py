@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from checker_histories import History, poll, send
 
-LATE = 10 ** 15  # a commit_time after every read
+LATE = 10**15  # a commit_time after every read
 
 
 def inconsistent_offsets(h: History, k: int, p: int, present: bool):
@@ -23,7 +23,7 @@ def inconsistent_offsets(h: History, k: int, p: int, present: bool):
 
 def duplicate(h: History, k: int, p: int, present: bool):
     a = h.op(p, "send", [send(k, 1, 0)])
-    b = h.op(p, "send", [send(k, 2, 1)])
+    h.op(p, "send", [send(k, 2, 1)])
     reads = [poll(k, 0, 1), poll(k, 1, 2)] + ([poll(k, 2, 1)] if present else [])
     c = h.op(p + 1, "poll", reads)
     return {"key": k, "value": 1, "offsets": [0, 2], "ops": [a, c]}
@@ -57,14 +57,21 @@ def unseen_without_offset(h: History, k: int, p: int, present: bool):
 def aborted_read(h: History, k: int, p: int, present: bool):
     a = h.op(p, "send", [send(k, 1)], type="fail", error="NOT_ENOUGH_REPLICAS")
     # absent: the only reader is itself a fail op, whose reads do not count.
-    c = h.op(p + 1, "poll", [poll(k, 0, 1)], type="ok" if present else "fail",
-             **({} if present else {"error": "TIMED_OUT"}))
+    c = h.op(
+        p + 1, "poll", [poll(k, 0, 1)], type="ok" if present else "fail", **({} if present else {"error": "TIMED_OUT"})
+    )
     return {"key": k, "value": 1, "offset": 0, "ops": [a, c]}
 
 
 def aborted_read_txn(h: History, k: int, p: int, present: bool):
-    a = h.op(p, "txn", [send(k, 1), send(k, 2)], type="fail" if present else "ok",
-             txn_id="t-a", **({"error": "ABORTED"} if present else {"commit_time": 0}))
+    a = h.op(
+        p,
+        "txn",
+        [send(k, 1), send(k, 2)],
+        type="fail" if present else "ok",
+        txn_id="t-a",
+        **({"error": "ABORTED"} if present else {"commit_time": 0}),
+    )
     c = h.op(p + 1, "poll", [poll(k, 0, 1), poll(k, 1, 2)])
     return {"key": k, "value": 1, "offset": 0, "ops": [a, c]}
 

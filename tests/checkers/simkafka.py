@@ -49,6 +49,7 @@ class Client:
 @dataclass
 class Sim:
     """The state of one simulated run; `events` is the history."""
+
     rng: random.Random
     keys: int
     concurrency: int
@@ -85,16 +86,13 @@ def _invoke(sim: Sim, client: Client) -> None:
         kind = "assign"
     process = client.process
     if kind == "send":
-        mops = [{"f": "send", "key": rng.randrange(sim.keys), "value": sim.value()}
-                for _ in range(rng.randint(1, 2))]
+        mops = [{"f": "send", "key": rng.randrange(sim.keys), "value": sim.value()} for _ in range(rng.randint(1, 2))]
         sim.emit({"process": process, "type": "invoke", "f": "send", "mops": mops})
     elif kind == "txn":
-        mops = [{"f": "send", "key": rng.randrange(sim.keys), "value": sim.value()}
-                for _ in range(rng.randint(1, 3))]
+        mops = [{"f": "send", "key": rng.randrange(sim.keys), "value": sim.value()} for _ in range(rng.randint(1, 3))]
         if client.assigned and rng.random() < 0.5:
             mops.append({"f": "poll"})
-        sim.emit({"process": process, "type": "invoke", "f": "txn",
-                  "txn_id": f"tx-{process}", "mops": mops})
+        sim.emit({"process": process, "type": "invoke", "f": "txn", "txn_id": f"tx-{process}", "mops": mops})
     elif kind == "poll":
         mops = [{"f": "poll"}]
         extra = {"group": "g"} if sim.subscribe else {}
@@ -139,8 +137,15 @@ def _complete(sim: Sim, client: Client, clients: dict) -> None:
         for mop in op["mops"]:
             offset = sim.append(mop["key"], Record(mop["value"], True, index)) if applied else None
             done.append(dict(mop, offset=offset) if outcome == "ok" else dict(mop))
-        sim.emit({"process": process, "type": outcome, "f": "send", "mops": done,
-                  **({"error": "_MSG_TIMED_OUT"} if outcome != "ok" else {})})
+        sim.emit(
+            {
+                "process": process,
+                "type": outcome,
+                "f": "send",
+                "mops": done,
+                **({"error": "_MSG_TIMED_OUT"} if outcome != "ok" else {}),
+            }
+        )
     elif kind == "txn":
         sends = [m for m in op["mops"] if m["f"] == "send"]
         polled = _read(sim, client, client.assigned) if any(m["f"] == "poll" for m in op["mops"]) else []
@@ -158,9 +163,17 @@ def _complete(sim: Sim, client: Client, clients: dict) -> None:
             for mop in polled:
                 client.position[mop["key"]] = min(client.position[mop["key"]], mop["offset"])
         extra = {"commit_time": sim.clock + MS} if commit else {}
-        sim.emit({"process": process, "type": outcome, "f": "txn", "txn_id": f"tx-{process}",
-                  "mops": done + polled, **extra,
-                  **({"error": "ABORTED"} if outcome != "ok" else {})})
+        sim.emit(
+            {
+                "process": process,
+                "type": outcome,
+                "f": "txn",
+                "txn_id": f"tx-{process}",
+                "mops": done + polled,
+                **extra,
+                **({"error": "ABORTED"} if outcome != "ok" else {}),
+            }
+        )
     elif kind == "poll":
         rebalance = []
         if sim.subscribe and rng.random() < 0.3:
@@ -198,8 +211,15 @@ def _complete(sim: Sim, client: Client, clients: dict) -> None:
         clients[fresh.process] = fresh
 
 
-def simulate(seed: int, ops: int = 30, keys: int = 2, concurrency: int = 3,
-             subscribe: bool = False, max_poll: int = 3, abort_one: bool = False) -> Sim:
+def simulate(
+    seed: int,
+    ops: int = 30,
+    keys: int = 2,
+    concurrency: int = 3,
+    subscribe: bool = False,
+    max_poll: int = 3,
+    abort_one: bool = False,
+) -> Sim:
     """Runs the simulation; the history ends with a complete drain.
 
     `abort_one` adds, before the drain, a transaction that surely aborts, so
@@ -223,16 +243,26 @@ def simulate(seed: int, ops: int = 30, keys: int = 2, concurrency: int = 3,
         offset = sim.append(0, Record(mops[0]["value"], False, len(sim.events)))
         sim.append(0, Record(None, True))
         sim.aborted.append((0, offset, mops[0]["value"]))
-        sim.emit({"process": aborter, "type": "fail", "f": "txn", "txn_id": f"tx-{aborter}",
-                  "mops": mops, "error": "ABORTED"})
+        sim.emit(
+            {
+                "process": aborter,
+                "type": "fail",
+                "f": "txn",
+                "txn_id": f"tx-{aborter}",
+                "mops": mops,
+                "error": "ABORTED",
+            }
+        )
     every = list(range(keys))
     sim.emit({"process": drain, "type": "invoke", "f": "assign", "keys": every})
     sim.emit({"process": drain, "type": "ok", "f": "assign", "keys": every})
     for key in every:
         sim.emit({"process": drain, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]})
-        records = [{"f": "poll", "key": key, "offset": offset, "value": r.value}
-                   for offset, r in enumerate(sim.logs.get(key, []))
-                   if r.committed and r.value is not None]
+        records = [
+            {"f": "poll", "key": key, "offset": offset, "value": r.value}
+            for offset, r in enumerate(sim.logs.get(key, []))
+            if r.committed and r.value is not None
+        ]
         event = sim.emit({"process": drain, "type": "ok", "f": "poll", "mops": records})
         sim.polls.append(event["index"])
     return sim
@@ -243,6 +273,7 @@ def simulate(seed: int, ops: int = 30, keys: int = 2, concurrency: int = 3,
 # checker must report: (anomaly name, key, value or None), or None when this
 # history offers no place for it.
 
+
 def _drain_poll(sim: Sim, key: int) -> dict | None:
     for index in reversed(sim.polls):
         event = sim.events[index]
@@ -252,8 +283,13 @@ def _drain_poll(sim: Sim, key: int) -> dict | None:
 
 
 def _ok_send_values(sim: Sim, key: int) -> set:
-    return {m["value"] for e in sim.events if e["type"] == "ok" and e["f"] in ("send", "txn")
-            for m in e.get("mops", []) if m["f"] == "send" and m["key"] == key}
+    return {
+        m["value"]
+        for e in sim.events
+        if e["type"] == "ok" and e["f"] in ("send", "txn")
+        for m in e.get("mops", [])
+        if m["f"] == "send" and m["key"] == key
+    }
 
 
 def drop_read(sim: Sim, key: int):
@@ -268,8 +304,9 @@ def drop_read(sim: Sim, key: int):
     value = sim.rng.choice(candidates)
     for event in sim.events:
         if event.get("mops") and event["type"] != "invoke":
-            event["mops"] = [m for m in event["mops"]
-                             if not (m["f"] == "poll" and m.get("key") == key and m.get("value") == value)]
+            event["mops"] = [
+                m for m in event["mops"] if not (m["f"] == "poll" and m.get("key") == key and m.get("value") == value)
+            ]
     return ("lost-write", key, value)
 
 
@@ -326,8 +363,9 @@ def skip_in_poll(sim: Sim, key: int):
     return ("int-poll-skip", key, None)
 
 
-MUTATIONS = {f.__name__: f for f in (drop_read, duplicate_value, read_aborted,
-                                     reread_earlier, swap_in_poll, skip_in_poll)}
+MUTATIONS = {
+    f.__name__: f for f in (drop_read, duplicate_value, read_aborted, reread_earlier, swap_in_poll, skip_in_poll)
+}
 
 
 def combine(sims: list[Sim]) -> tuple[list[dict], dict, list]:
@@ -361,15 +399,22 @@ def combine(sims: list[Sim]) -> tuple[list[dict], dict, list]:
 
 def test_json(sim: Sim) -> dict:
     return {
-        "name": "simkafka", "system": "simulated", "workload": "txn", "seed": 0,
+        "name": "simkafka",
+        "system": "simulated",
+        "workload": "txn",
+        "seed": 0,
         "concurrency": sim.concurrency,
         "keys": {str(k): ["sim", k] for k in range(sim.keys)},
-        "client": {"acks": "all", "enable.idempotence": True,
-                   "isolation.level": "read_committed", "transactional": True,
-                   "auto.commit": False, "subscribe": sim.subscribe,
-                   "transaction.timeout.ms": 60000},
-        "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False,
-                   "replication.factor": 3},
+        "client": {
+            "acks": "all",
+            "enable.idempotence": True,
+            "isolation.level": "read_committed",
+            "transactional": True,
+            "auto.commit": False,
+            "subscribe": sim.subscribe,
+            "transaction.timeout.ms": 60000,
+        },
+        "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, "replication.factor": 3},
         "drain": {"time_limit_s": 60, "complete": True},
     }
 

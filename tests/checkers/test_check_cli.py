@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from checker_histories import History, poll, send
 
-from checker_histories import History, base_test, poll, send
 from checkers import cli as check_cli
 from harness.cli import main
 
@@ -26,9 +26,9 @@ def clean_history(cut_short: bool) -> History:
     h.op(2, "poll", [poll(0, 0, 1), poll(0, 1, 2)])
     h.op(2, "poll", [poll(0, 3, 3), poll(0, 4, 4)])
     h.nemesis("start", {"started": ["n2"]})
-    h.op(3, "send", [send(1, 5)], type="info", error="_MSG_TIMED_OUT")      # no one read it
+    h.op(3, "send", [send(1, 5)], type="info", error="_MSG_TIMED_OUT")  # no one read it
     h.op(4, "send", [send(2, 6)], type="fail", error="NOT_ENOUGH_REPLICAS")
-    h.op(5, "poll", [poll(2, 0, 6)], type="fail", error="COORDINATOR_LOAD")   # read by a fail op only
+    h.op(5, "poll", [poll(2, 0, 6)], type="fail", error="COORDINATOR_LOAD")  # read by a fail op only
     h.op(4, "send", [send(2, 7, 1)])
     h.op(5, "poll", [poll(2, 1, 7)])
     if cut_short:
@@ -65,10 +65,16 @@ def test_complete_clean_history_is_valid_exit_0(spark, tmp_path, capsys):
 def test_invalid_result_exits_1_and_prints_permissions(monkeypatch, tmp_path, capsys):
     # A fake check (unit test of the CLI module alone): the exit code follows the verdict.
     run = clean_history(cut_short=False).write(tmp_path)
-    fake = {"verdict": "invalid", "verdict_reasons": ["bad anomalies: lost-write"],
-            "anomalies": {"lost-write": {"count": 2, "allowed": False, "why_allowed": None},
-                          "duplicate": {"count": 312, "allowed": True, "why_allowed": "enable.idempotence=false"}},
-            "stats": {"ops": 10, "ok": 9, "info": 1, "fail": 0}, "checker": {"seconds": 1.0}}
+    fake = {
+        "verdict": "invalid",
+        "verdict_reasons": ["bad anomalies: lost-write"],
+        "anomalies": {
+            "lost-write": {"count": 2, "allowed": False, "why_allowed": None},
+            "duplicate": {"count": 312, "allowed": True, "why_allowed": "enable.idempotence=false"},
+        },
+        "stats": {"ops": 10, "ok": 9, "info": 1, "fail": 0},
+        "checker": {"seconds": 1.0},
+    }
     monkeypatch.setattr("checkers.spark.get_spark", lambda master=None, conf=None, **_: None)
     monkeypatch.setattr("checkers.check.check_dir", lambda *a, **k: fake)
     assert main(["check", str(run)]) == 1
@@ -98,6 +104,7 @@ def test_exit_codes_are_documented():
 def test_check_dir_releases_the_checkpoints_it_made(spark, tmp_path, write_run):
     """A long-lived session checking many runs must not keep every run's data."""
     from checkers.check import check_dir
+
     h = History()
     h.op(0, "send", [send(0, 1, 0)])
     h.op(1, "poll", [poll(0, 0, 1)])
@@ -107,14 +114,16 @@ def test_check_dir_releases_the_checkpoints_it_made(spark, tmp_path, write_run):
     assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
 
 
-def test_a_finder_failing_on_its_lane_fails_the_check_and_leaves_nothing_behind(spark, tmp_path, write_run,
-                                                                                monkeypatch):
+def test_a_finder_failing_on_its_lane_fails_the_check_and_leaves_nothing_behind(
+    spark, tmp_path, write_run, monkeypatch
+):
     """The finders run on two lanes at once: an error on one is the check's
     error, after the other lane has ended; no results.json, no lane thread,
     no persisted table is left."""
     import threading
 
     from checkers import check, cycles, stats
+
     h = History()
     h.op(0, "send", [send(0, 1, 0)])
     h.op(1, "poll", [poll(0, 0, 1)])

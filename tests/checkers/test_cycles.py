@@ -13,11 +13,11 @@ import random
 
 import numpy as np
 import pytest
+from txn_events import op, poll, send
 
 from checkers import cycles, passes
 from checkers.arrays import bitmaps, covered, meets, merge_intervals
 from checkers.load import KEY_KINDS, load
-from txn_events import op, poll, send
 
 pytestmark = pytest.mark.spark
 
@@ -25,8 +25,9 @@ KEYS = 24
 
 
 def inv(process, f, mops):
-    invoke_mops = [{"f": "send", "key": m["key"], "value": m["value"]} if m["f"] == "send" else {"f": "poll"}
-                   for m in mops]
+    invoke_mops = [
+        {"f": "send", "key": m["key"], "value": m["value"]} if m["f"] == "send" else {"f": "poll"} for m in mops
+    ]
     return {"process": process, "type": "invoke", "f": f, "mops": invoke_mops}
 
 
@@ -36,16 +37,19 @@ def done(process, f, mops, **fields):
 
 # Each scenario: (events, k = first key, p = first process). Ops of a scenario are its completions.
 
+
 def g0(k, p, cycle=True):
     """T1 writes k@0, k+1@1; T2 writes k@1 and k+1 at 0 (cycle) or 2 (none)."""
-    return (op(p, "txn", [send(k, 1, 0), send(k + 1, 2, 1)], txn_id=f"a{p}")
-            + op(p + 1, "txn", [send(k, 3, 1), send(k + 1, 4, 0 if cycle else 2)], txn_id=f"b{p}"))
+    return op(p, "txn", [send(k, 1, 0), send(k + 1, 2, 1)], txn_id=f"a{p}") + op(
+        p + 1, "txn", [send(k, 3, 1), send(k + 1, 4, 0 if cycle else 2)], txn_id=f"b{p}"
+    )
 
 
 def g1c(k, p, cycle=True):
     """T1 writes k and reads T2's k+1; T2 writes k+1 and (if cycle) reads T1's k."""
-    return (op(p, "txn", [send(k, 1, 0), poll(k + 1, 0, 2)], txn_id=f"a{p}")
-            + op(p + 1, "txn", [send(k + 1, 2, 0)] + ([poll(k, 0, 1)] if cycle else []), txn_id=f"b{p}"))
+    return op(p, "txn", [send(k, 1, 0), poll(k + 1, 0, 2)], txn_id=f"a{p}") + op(
+        p + 1, "txn", [send(k + 1, 2, 0)] + ([poll(k, 0, 1)] if cycle else []), txn_id=f"b{p}"
+    )
 
 
 def g1c_ww(k, p, plain_writers=0):
@@ -59,10 +63,16 @@ def g1c_ww(k, p, plain_writers=0):
 def g1c_process(k, p, same_process=True):
     """A (p) reads D's k+1 then B (p) writes k; C (p+1) reads B's k then D writes k+1 (in p+1, or p+2)."""
     d = p + 1 if same_process else p + 2
-    return [inv(p, "poll", [{"f": "poll"}]), inv(p + 1, "poll", [{"f": "poll"}]),
-            done(p, "poll", [poll(k + 1, 0, 2)]), done(p + 1, "poll", [poll(k, 0, 1)]),
-            inv(p, "send", [send(k, 1)]), inv(d, "send", [send(k + 1, 2)]),
-            done(p, "send", [send(k, 1, 0)]), done(d, "send", [send(k + 1, 2, 0)])]
+    return [
+        inv(p, "poll", [{"f": "poll"}]),
+        inv(p + 1, "poll", [{"f": "poll"}]),
+        done(p, "poll", [poll(k + 1, 0, 2)]),
+        done(p + 1, "poll", [poll(k, 0, 1)]),
+        inv(p, "send", [send(k, 1)]),
+        inv(d, "send", [send(k + 1, 2)]),
+        done(p, "send", [send(k, 1, 0)]),
+        done(d, "send", [send(k + 1, 2, 0)]),
+    ]
 
 
 def g0_process(k, p, cycle=True):
@@ -79,18 +89,24 @@ def g1c_realtime(k, p, cycle=True):
     """A (p) reads k's value 1, written by B (p+1) invoked after A completed (cycle) or overlapping A."""
     if cycle:
         return op(p, "poll", [poll(k, 0, 1)]) + op(p + 1, "send", [send(k, 1, 0)])
-    return [inv(p, "poll", [{"f": "poll"}]), inv(p + 1, "send", [send(k, 1)]),
-            done(p, "poll", [poll(k, 0, 1)]), done(p + 1, "send", [send(k, 1, 0)])]
+    return [
+        inv(p, "poll", [{"f": "poll"}]),
+        inv(p + 1, "send", [send(k, 1)]),
+        done(p, "poll", [poll(k, 0, 1)]),
+        done(p + 1, "send", [send(k, 1, 0)]),
+    ]
 
 
 def g1c_ww_realtime(k, p):
     """A -ww(k)-> B -wr(k+1)-> C -rt-> A, where B overlaps A and C, so no cycle without the ww edge."""
-    return [{"process": p + 1, "type": "invoke", "f": "txn", "txn_id": f"b{p}", "mops": [send(k, 2), send(k + 1, 3)]},
-            inv(p + 2, "poll", [{"f": "poll"}]),
-            done(p + 2, "poll", [poll(k + 1, 0, 3)]),
-            inv(p, "send", [send(k, 1)]),
-            done(p, "send", [send(k, 1, 0)]),
-            done(p + 1, "txn", [send(k, 2, 1), send(k + 1, 3, 0)], txn_id=f"b{p}")]
+    return [
+        {"process": p + 1, "type": "invoke", "f": "txn", "txn_id": f"b{p}", "mops": [send(k, 2), send(k + 1, 3)]},
+        inv(p + 2, "poll", [{"f": "poll"}]),
+        done(p + 2, "poll", [poll(k + 1, 0, 3)]),
+        inv(p, "send", [send(k, 1)]),
+        done(p, "send", [send(k, 1, 0)]),
+        done(p + 1, "txn", [send(k, 2, 1), send(k + 1, 3, 0)], txn_id=f"b{p}"),
+    ]
 
 
 def multi_send(k, p):
@@ -109,13 +125,23 @@ def combine(scenarios: dict):
 
 
 POSITIVE = {
-    "g0": g0(0, 0), "g1c": g1c(2, 10), "g1c_ww": g1c_ww(4, 20), "compressed": g1c_ww(6, 30, plain_writers=2),
-    "g1c_process": g1c_process(8, 40), "g0_process": g0_process(10, 50), "g1c_realtime": g1c_realtime(11, 60),
-    "g0_realtime": g0_realtime(12, 70), "g1c_ww_realtime": g1c_ww_realtime(13, 80), "multi_send": multi_send(15, 90),
+    "g0": g0(0, 0),
+    "g1c": g1c(2, 10),
+    "g1c_ww": g1c_ww(4, 20),
+    "compressed": g1c_ww(6, 30, plain_writers=2),
+    "g1c_process": g1c_process(8, 40),
+    "g0_process": g0_process(10, 50),
+    "g1c_realtime": g1c_realtime(11, 60),
+    "g0_realtime": g0_realtime(12, 70),
+    "g1c_ww_realtime": g1c_ww_realtime(13, 80),
+    "multi_send": multi_send(15, 90),
 }
 NEGATIVE = {
-    "g0": g0(0, 0, cycle=False), "g1c": g1c(2, 10, cycle=False), "g1c_process": g1c_process(8, 40, same_process=False),
-    "g0_process": g0_process(10, 50, cycle=False), "g1c_realtime": g1c_realtime(11, 60, cycle=False),
+    "g0": g0(0, 0, cycle=False),
+    "g1c": g1c(2, 10, cycle=False),
+    "g1c_process": g1c_process(8, 40, same_process=False),
+    "g0_process": g0_process(10, 50, cycle=False),
+    "g1c_realtime": g1c_realtime(11, 60, cycle=False),
     "g0_realtime": g0_realtime(12, 70, cycle=False),
 }
 
@@ -125,8 +151,12 @@ def write(directory, events):
     with open(directory / "history.jsonl", "w") as out:
         for index, event in enumerate(events):
             out.write(json.dumps({"index": index, "time": 1000 * index, **event}) + "\n")
-    test = {"name": "cycles", "keys": {str(k): ["t", k] for k in range(KEYS)},
-            "client": {"isolation.level": "read_committed"}, "drain": {"complete": True}}
+    test = {
+        "name": "cycles",
+        "keys": {str(k): ["t", k] for k in range(KEYS)},
+        "client": {"isolation.level": "read_committed"},
+        "drain": {"complete": True},
+    }
     (directory / "test.json").write_text(json.dumps(test))
     return directory
 
@@ -161,8 +191,10 @@ def test_g0_is_found_with_its_ops_in_order(positive):
     found = of(positive, "g0")
     assert "G0" in found and "G1c" not in found and "G1c-ww" not in found
     a, b = ids(positive, "g0")
-    assert found["G0"]["cycle"] in (f"op {a} -ww(key 0)-> op {b} -ww(key 1)-> op {a}",
-                                    f"op {b} -ww(key 1)-> op {a} -ww(key 0)-> op {b}")
+    assert found["G0"]["cycle"] in (
+        f"op {a} -ww(key 0)-> op {b} -ww(key 1)-> op {a}",
+        f"op {b} -ww(key 1)-> op {a} -ww(key 0)-> op {b}",
+    )
     assert found["G0"]["key"] in (0, 1) and found["G0"]["time"] == 1000 * max(a, b)  # the later completion
 
 
@@ -186,8 +218,10 @@ def test_cycle_needing_a_ww_edge_is_g1c_ww(positive):
     found = of(positive, "g1c_ww")
     assert "G1c-ww" in found and "G1c" not in found
     a, b = ids(positive, "g1c_ww")
-    assert found["G1c-ww"]["cycle"] in (f"op {a} -ww(key 4)-> op {b} -wr(key 5)-> op {a}",
-                                        f"op {b} -wr(key 5)-> op {a} -ww(key 4)-> op {b}")
+    assert found["G1c-ww"]["cycle"] in (
+        f"op {a} -ww(key 4)-> op {b} -wr(key 5)-> op {a}",
+        f"op {b} -wr(key 5)-> op {a} -ww(key 4)-> op {b}",
+    )
 
 
 def test_plain_writers_between_junctions_compress_to_one_ww_edge(positive):
@@ -213,8 +247,10 @@ def test_no_g1c_process_without_process_order(negative):
 def test_g0_process_is_found(positive):
     found = of(positive, "g0_process")
     a, b = ids(positive, "g0_process")
-    assert found["G0-process"]["cycle"] in (f"op {a} -process-> op {b} -ww(key 10)-> op {a}",
-                                            f"op {b} -ww(key 10)-> op {a} -process-> op {b}")
+    assert found["G0-process"]["cycle"] in (
+        f"op {a} -process-> op {b} -ww(key 10)-> op {a}",
+        f"op {b} -ww(key 10)-> op {a} -process-> op {b}",
+    )
     assert "G0-realtime" not in found, "same-process order is process order, not real time"
 
 
@@ -227,8 +263,10 @@ def test_g1c_realtime_is_found(positive):
     assert set(found) == {"G1c-realtime"}
     a, b = ids(positive, "g1c_realtime")
     assert found["G1c-realtime"]["key"] == 11
-    assert found["G1c-realtime"]["cycle"] in (f"op {a} -realtime-> op {b} -wr(key 11)-> op {a}",
-                                              f"op {b} -wr(key 11)-> op {a} -realtime-> op {b}")
+    assert found["G1c-realtime"]["cycle"] in (
+        f"op {a} -realtime-> op {b} -wr(key 11)-> op {a}",
+        f"op {b} -wr(key 11)-> op {a} -realtime-> op {b}",
+    )
 
 
 def test_no_g1c_realtime_when_ops_overlap(negative):
@@ -260,10 +298,12 @@ def test_counts_match_a_plain_reading_of_the_definitions_on_random_histories(spa
     instance: the same counts as the whole graph searched naively (40 small
     histories of random log orders, on keys and processes of their own)."""
     import cycle_reference
+
     events, clock = [], 0
     for seed in range(40):
-        part, clock = cycle_reference.random_history(seed, key_base=3 * seed, process_base=1000 + 10 * seed,
-                                                     time_base=clock, ops=12)
+        part, clock = cycle_reference.random_history(
+            seed, key_base=3 * seed, process_base=1000 + 10 * seed, time_base=clock, ops=12
+        )
         events += part
     run_dir = write(tmp_path, events)
     test = json.loads((run_dir / "test.json").read_text())
@@ -289,8 +329,12 @@ def test_edge_cap_says_the_search_was_incomplete(spark, tmp_path):
 
 def test_cover_filter_empties_a_valid_graph_before_the_cap(spark, tmp_path):
     """Every edge of these valid scenarios moves forward in time: nothing is left to collect."""
-    valid = {"g0": g0(0, 0, cycle=False), "g0_process": g0_process(10, 50, cycle=False),
-             "g1c_realtime": g1c_realtime(11, 60, cycle=False), "g0_realtime": g0_realtime(12, 70, cycle=False)}
+    valid = {
+        "g0": g0(0, 0, cycle=False),
+        "g0_process": g0_process(10, 50, cycle=False),
+        "g1c_realtime": g1c_realtime(11, 60, cycle=False),
+        "g0_realtime": g0_realtime(12, 70, cycle=False),
+    }
     rows, _ = run(spark, tmp_path, valid, edge_cap=0)
     assert rows == []
 
@@ -335,8 +379,7 @@ def g0_realtime_multi(k, p):
     """Two plain 2-record sends, one after the other; on key k the later op's record lands first.
 
     The realtime edge joins the ops' hubs, not each pair of their records."""
-    return (op(p, "send", [send(k, 1, 1), send(k + 1, 2, 0)])
-            + op(p + 1, "send", [send(k, 3, 0), send(k + 1, 4, 1)]))
+    return op(p, "send", [send(k, 1, 1), send(k + 1, 2, 0)]) + op(p + 1, "send", [send(k, 3, 0), send(k + 1, 4, 1)])
 
 
 def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spark, tmp_path):
@@ -345,8 +388,10 @@ def test_realtime_cycle_through_multi_record_sends_is_reported_without_hubs(spar
     assert "G0-realtime" in found and "G0" not in found
     a, b = sorted(ops["multi"])
     assert sorted(found["G0-realtime"]["ops"]) == [a, b]
-    assert found["G0-realtime"]["cycle"] in (f"op {a} send 0 -realtime-> op {b} send 0 -ww(key 20)-> op {a} send 0",
-                                             f"op {b} send 0 -ww(key 20)-> op {a} send 0 -realtime-> op {b} send 0")
+    assert found["G0-realtime"]["cycle"] in (
+        f"op {a} send 0 -realtime-> op {b} send 0 -ww(key 20)-> op {a} send 0",
+        f"op {b} send 0 -ww(key 20)-> op {a} send 0 -realtime-> op {b} send 0",
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -368,8 +413,11 @@ def test_trim_keeps_every_edge_of_a_cycle_and_no_source_or_sink(seed):
     edges = sorted({(rng.randrange(30), rng.randrange(30), cycles.WW, 0) for _ in range(45)})
     edges = [e for e in edges if e[0] != e[1]]
     kept = cycles.trim(edges)
-    on_cycles = {(src, dst) for walk in cycles.search(edges, cycles.WW, cycles.WW)
-                 for (src, _, _), (dst, _, _) in zip(walk, walk[1:] + walk[:1])}
+    on_cycles = {
+        (src, dst)
+        for walk in cycles.search(edges, cycles.WW, cycles.WW)
+        for (src, _, _), (dst, _, _) in zip(walk, walk[1:] + walk[:1])
+    }
     assert on_cycles <= {(e[0], e[1]) for e in kept}
     assert {e[0] for e in kept} <= {e[1] for e in kept} and {e[1] for e in kept} <= {e[0] for e in kept}
 
@@ -378,13 +426,19 @@ def _random_ops(seed: int, count: int = 120):
     """Ops of a few processes with clashing times, some never completed, some `info`."""
     rng = random.Random(seed)
     info, clock = {}, {}
-    for op in range(1, count + 1):
+    for index in range(1, count + 1):
         process = str(rng.randrange(5))
         invoke = max(clock.get(process, 0), rng.randrange(0, 40)) + rng.randrange(0, 3)
         complete = None if rng.random() < 0.1 else invoke + rng.randrange(0, 6)
         outcome = "info" if complete is None or rng.random() < 0.1 else "ok"
         clock[process] = (complete if complete is not None else invoke) + 1
-        info[op] = {"op": op, "process": process, "type": outcome, "invoke_time": invoke, "complete_time": complete}
+        info[index] = {
+            "op": index,
+            "process": process,
+            "type": outcome,
+            "invoke_time": invoke,
+            "complete_time": complete,
+        }
     return info
 
 
@@ -397,7 +451,8 @@ def test_realtime_edges_are_the_reduction_of_completed_before_invoked(seed):
     edges = {(a, b) for a, b, _, _ in cycles.realtime_edges(info, ports)}
 
     def before(a, b):
-        return (info[a]["type"] == "ok" and info[a]["complete_time"] < info[b]["invoke_time"])
+        return info[a]["type"] == "ok" and info[a]["complete_time"] < info[b]["invoke_time"]
+
     relation = {(a, b) for a in info for b in info if before(a, b) and info[a]["process"] != info[b]["process"]}
     assert edges <= relation and len(edges) > 50
     # every pair of the relation is reached through reduced edges and ops of any process
@@ -417,8 +472,11 @@ def test_realtime_edges_are_the_reduction_of_completed_before_invoked(seed):
 def g0_realtime_after_info(k, p, outcome):
     """A send of k ends `outcome` (info: timed out, no offset), then another process sends k;
     a reader finds the later op's record first and A's after it."""
-    first = (op(p, "send", [send(k, 1)], type="info", error="_MSG_TIMED_OUT") if outcome == "info"
-             else op(p, "send", [send(k, 1, 1)]))
+    first = (
+        op(p, "send", [send(k, 1)], type="info", error="_MSG_TIMED_OUT")
+        if outcome == "info"
+        else op(p, "send", [send(k, 1, 1)])
+    )
     return first + op(p + 1, "send", [send(k, 2, 0)]) + op(p + 2, "poll", [poll(k, 0, 2), poll(k, 1, 1)])
 
 
@@ -476,9 +534,15 @@ def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp
     for interval_set in intervals.values():
         restricted = sorted(tuple(r.values()) for r in covered_ops(t, intervals, interval_set))
         lo, hi = [int(x) for x in interval_set[0]], [int(x) for x in interval_set[1]]
-        everything = sorted(tuple(r) for r in cycles._graph_ops(t).where(
-            cycles._covered_column(cycles.F.col("in_phi"), lo, hi)
-            | cycles._covered_column(cycles.F.col("out_phi"), lo, hi)).collect())
+        everything = sorted(
+            tuple(r)
+            for r in cycles._graph_ops(t)
+            .where(
+                cycles._covered_column(cycles.F.col("in_phi"), lo, hi)
+                | cycles._covered_column(cycles.F.col("out_phi"), lo, hi)
+            )
+            .collect()
+        )
         assert restricted and restricted == everything
     assert {r["pid"] for r in covered_ops(t, intervals, intervals[cycles.I_ALL])} == {10, 11}
     found = sorted(map(tuple, cycles.cycle_rows(t)))
@@ -486,18 +550,24 @@ def test_the_cycle_pass_reads_only_the_keys_and_processes_near_a_span(spark, tmp
     assert len(every_route) > len(cycles._cycle_pass(t, intervals)[3])
     covered_by = cycles._covered_ops
     monkeypatch.setattr(cycles, "_near_keys", lambda _t, _intervals: None)
-    monkeypatch.setattr(cycles, "_covered_ops",
-                        lambda t_, interval_set, _routes, ports=None: covered_by(t_, interval_set, every_route, ports))
+    monkeypatch.setattr(
+        cycles,
+        "_covered_ops",
+        lambda t_, interval_set, _routes, ports=None: covered_by(t_, interval_set, every_route, ports),
+    )
     assert found == sorted(map(tuple, cycles.cycle_rows(t))) and "G1c" in {row[0] for row in found}
 
 
 def near_in_sql(t, intervals) -> list[int]:
     """The keys with a row whose op's times meet a span, by a scan of the table (the definition)."""
-    lo, hi = merge_intervals(np.concatenate([pair[0] for pair in intervals.values()]),
-                             np.concatenate([pair[1] for pair in intervals.values()]))
+    lo, hi = merge_intervals(
+        np.concatenate([pair[0] for pair in intervals.values()]),
+        np.concatenate([pair[1] for pair in intervals.values()]),
+    )
     times = [cycles.F.col("invoke_time"), cycles.F.col("complete_time"), cycles.F.col("commit_time")]
     reaches = cycles.F.col("invoke_time").isNull() | cycles._meets_column(
-        2 * cycles.F.least(*times[:2]), 2 * cycles.F.greatest(*times), [int(x) for x in lo], [int(x) for x in hi])
+        2 * cycles.F.least(*times[:2]), 2 * cycles.F.greatest(*times), [int(x) for x in lo], [int(x) for x in hi]
+    )
     rows = t.rows.where(cycles.F.col("kind").isin(*KEY_KINDS) & reaches).select("key").distinct().collect()
     return sorted(r["key"] for r in rows)
 
@@ -519,8 +589,9 @@ def test_coarse_covers_name_more_keys_and_find_the_same_cycles(spark, tmp_path, 
     monkeypatch.setattr(passes, "COVER_MAX_BINS", 64)
     monkeypatch.setattr(passes, "cover_bins", lambda t_: (fine(t_)[0], 64 * fine(t_)[1], 64))
     t = load(write(tmp_path / "coarse", events), spark)
-    with_rows = sorted(r["key"] for r in t.rows.where(cycles.F.col("kind").isin(*KEY_KINDS)).select("key")
-                       .distinct().collect())
+    with_rows = sorted(
+        r["key"] for r in t.rows.where(cycles.F.col("kind").isin(*KEY_KINDS)).select("key").distinct().collect()
+    )
     assert cycles._near_keys(t, cycles._intervals(t)) == with_rows and set(exact) < set(with_rows)
     assert sorted(map(tuple, cycles.cycle_rows(t))) == found
 
@@ -543,7 +614,9 @@ def test_a_time_range_meets_the_intervals_it_overlaps(spark, many):
     hi = [x + 20 for x in lo]
     ranges = [(0, 5), (0, 10), (30, 49), (30, 50), (70, 70), (70, 90), (45, 1000), (5000, 6000), (25, 29)]
     frame = spark.createDataFrame(ranges, "a long, b long")
-    got = [r["m"] for r in frame.select(cycles._meets_column(cycles.F.col("a"), cycles.F.col("b"), lo, hi)
-                                        .alias("m")).collect()]
-    assert got == [any(a <= h and b >= l for l, h in zip(lo, hi)) for a, b in ranges]
+    got = [
+        r["m"]
+        for r in frame.select(cycles._meets_column(cycles.F.col("a"), cycles.F.col("b"), lo, hi).alias("m")).collect()
+    ]
+    assert got == [any(a <= h and b >= low for low, h in zip(lo, hi)) for a, b in ranges]
     assert any(got) and not all(got)

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from checkers import edn
-from checkers.edn import Keyword, Symbol, Tagged, kw
+from checkers.edn import Symbol, Tagged, kw
 
 
 def test_scalars_read_as_python_values():
@@ -73,20 +73,27 @@ def test_forms_crossing_the_read_window_are_read_whole(tmp_path, monkeypatch):
 
 
 def test_writer_round_trips():
-    value = {kw("type"): kw("ok"), kw("value"): [[kw("send"), 3, [12, 7]],
-                                                 [kw("poll"), {1: [[0, 5], [1, 6]]}]],
-             kw("s"): 'quote " and \\ and\nnewline', kw("set"): frozenset({1, 2}),
-             kw("l"): (1, None, True, False), kw("f"): 2.5}
+    value = {
+        kw("type"): kw("ok"),
+        kw("value"): [[kw("send"), 3, [12, 7]], [kw("poll"), {1: [[0, 5], [1, 6]]}]],
+        kw("s"): 'quote " and \\ and\nnewline',
+        kw("set"): frozenset({1, 2}),
+        kw("l"): (1, None, True, False),
+        kw("f"): 2.5,
+    }
     assert edn.loads(edn.dumps(value)) == value
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("[1 2", "input ends"),
-    ("{:a}", "even number"),
-    ("[1 2)", "unexpected ')'"),
-    ('"unterminated', "cannot read"),
-    ("12abc", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("[1 2", "input ends"),
+        ("{:a}", "even number"),
+        ("[1 2)", "unexpected ')'"),
+        ('"unterminated', "cannot read"),
+        ("12abc", "cannot read"),
+    ],
+)
 def test_malformed_input_gets_a_one_line_error_with_the_line(text, problem):
     with pytest.raises(edn.EdnError) as error:
         edn.loads("\n" + text)

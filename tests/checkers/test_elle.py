@@ -1,14 +1,11 @@
 """Exports to Jepsen's Kafka EDN and Elle's list-append forms, read back
 with our EDN reader; and the `elle` section when no Elle jar is at hand."""
 
-import os
-
 import pytest
 
 from checkers import edn
 from checkers.edn import kw
-from checkers.elle import (elle_command, elle_section, export_jepsen_edn,
-                           export_list_append, parse_elle_output)
+from checkers.elle import elle_command, elle_section, export_jepsen_edn, export_list_append, parse_elle_output
 from checkers.load import load
 
 pytestmark = pytest.mark.spark
@@ -18,30 +15,50 @@ def history():
     return [
         {"process": 0, "type": "invoke", "f": "assign", "keys": [0, 1]},
         {"process": 0, "type": "ok", "f": "assign", "keys": [0, 1]},
-        {"process": 1, "type": "invoke", "f": "txn", "txn_id": "t1",
-         "mops": [{"f": "send", "key": 0, "value": 10}, {"f": "send", "key": 1, "value": 20}]},
-        {"process": 1, "type": "ok", "f": "txn", "txn_id": "t1",
-         "mops": [{"f": "send", "key": 0, "value": 10, "offset": 0},
-                  {"f": "send", "key": 1, "value": 20, "offset": 5}]},
+        {
+            "process": 1,
+            "type": "invoke",
+            "f": "txn",
+            "txn_id": "t1",
+            "mops": [{"f": "send", "key": 0, "value": 10}, {"f": "send", "key": 1, "value": 20}],
+        },
+        {
+            "process": 1,
+            "type": "ok",
+            "f": "txn",
+            "txn_id": "t1",
+            "mops": [
+                {"f": "send", "key": 0, "value": 10, "offset": 0},
+                {"f": "send", "key": 1, "value": 20, "offset": 5},
+            ],
+        },
         {"process": "nemesis", "type": "invoke", "f": "kill"},
         {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n2"]}},
         {"process": 2, "type": "invoke", "f": "send", "mops": [{"f": "send", "key": 0, "value": 11}]},
         {"process": 2, "type": "ok", "f": "send", "mops": [{"f": "send", "key": 0, "value": 11, "offset": 2}]},
         {"process": 0, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]},
-        {"process": 0, "type": "ok", "f": "poll",
-         "mops": [{"f": "poll", "key": 0, "offset": 0, "value": 10, "poll": 0},
-                  {"f": "poll", "key": 0, "offset": 2, "value": 11, "poll": 0},
-                  {"f": "poll", "key": 1, "offset": 5, "value": 20, "poll": 1}]},
+        {
+            "process": 0,
+            "type": "ok",
+            "f": "poll",
+            "mops": [
+                {"f": "poll", "key": 0, "offset": 0, "value": 10, "poll": 0},
+                {"f": "poll", "key": 0, "offset": 2, "value": 11, "poll": 0},
+                {"f": "poll", "key": 1, "offset": 5, "value": 20, "poll": 1},
+            ],
+        },
         {"process": 3, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]},
-        {"process": 3, "type": "fail", "f": "poll", "error": "UNKNOWN_TOPIC",
-         "mops": [{"f": "poll", "key": 0, "offset": 0, "value": 10}]},
-        {"process": 4, "type": "invoke", "f": "commit", "group": "g",
-         "mops": [{"f": "commit", "key": 0, "offset": 3}]},
-        {"process": 4, "type": "ok", "f": "commit", "group": "g",
-         "mops": [{"f": "commit", "key": 0, "offset": 3}]},
+        {
+            "process": 3,
+            "type": "fail",
+            "f": "poll",
+            "error": "UNKNOWN_TOPIC",
+            "mops": [{"f": "poll", "key": 0, "offset": 0, "value": 10}],
+        },
+        {"process": 4, "type": "invoke", "f": "commit", "group": "g", "mops": [{"f": "commit", "key": 0, "offset": 3}]},
+        {"process": 4, "type": "ok", "f": "commit", "group": "g", "mops": [{"f": "commit", "key": 0, "offset": 3}]},
         {"process": 5, "type": "invoke", "f": "send", "mops": [{"f": "send", "key": 1, "value": 21}]},
     ]
-
 
 
 def loaded(spark, tmp_path, write_run):
@@ -58,18 +75,31 @@ def test_jepsen_form_reads_back_op_for_op(spark, tmp_path, write_run):
     assert export_jepsen_edn(t, out) == 13  # the commit op's two lines are left out
     ops = read_back(out)
     assert [o[kw("index")] for o in ops] == list(range(13))
-    by = lambda i: {k.name: v for k, v in ops[i].items() if k.name != "index"}
+
+    def by(i):
+        return {k.name: v for k, v in ops[i].items() if k.name != "index"}
+
     assert by(0) == {"type": kw("invoke"), "f": kw("assign"), "process": 0, "time": 0, "value": [0, 1]}
     assert by(2)["value"] == [[kw("send"), 0, 10], [kw("send"), 1, 20]]
-    assert by(3) == {"type": kw("ok"), "f": kw("txn"), "process": 1, "time": 3000,
-                     "value": [[kw("send"), 0, [0, 10]], [kw("send"), 1, [5, 20]]]}
+    assert by(3) == {
+        "type": kw("ok"),
+        "f": kw("txn"),
+        "process": 1,
+        "time": 3000,
+        "value": [[kw("send"), 0, [0, 10]], [kw("send"), 1, [5, 20]]],
+    }
     assert by(4) == {"type": kw("info"), "f": kw("kill"), "process": kw("nemesis"), "time": 4000}
     assert by(5)["value"] == {"killed": ["n2"]} and by(5)["type"] == kw("info")
     assert by(8)["value"] == [[kw("poll")]]
     assert by(9)["value"] == [[kw("poll"), {0: [[0, 10], [2, 11]]}], [kw("poll"), {1: [[5, 20]]}]]
     assert by(11)["type"] == kw("fail") and by(11)["error"] == "UNKNOWN_TOPIC"
-    assert by(12) == {"type": kw("invoke"), "f": kw("send"), "process": 5, "time": 14000,
-                      "value": [[kw("send"), 1, 21]]}  # cut short: no completion
+    assert by(12) == {
+        "type": kw("invoke"),
+        "f": kw("send"),
+        "process": 5,
+        "time": 14000,
+        "value": [[kw("send"), 1, 21]],
+    }  # cut short: no completion
 
 
 def test_list_append_form_reads_prefixes_of_the_log(spark, tmp_path, write_run):
@@ -99,8 +129,7 @@ def test_without_a_jar_the_section_says_why(spark, tmp_path, write_run, monkeypa
     t = loaded(spark, tmp_path, write_run)
     monkeypatch.delenv("GREGOR_ELLE_JAR", raising=False)
     section = elle_section(t, tmp_path)
-    assert section == {"available": False,
-                       "reason": "no Elle jar configured (--elle-jar or GREGOR_ELLE_JAR)"}
+    assert section == {"available": False, "reason": "no Elle jar configured (--elle-jar or GREGOR_ELLE_JAR)"}
     missing = elle_section(t, tmp_path, elle_jar=str(tmp_path / "elle-cli.jar"))
     assert missing["available"] is False and "does not exist" in missing["reason"]
     assert not (tmp_path / "elle-list-append.edn").exists()
@@ -115,11 +144,13 @@ def test_elle_command_line_follows_elle_cli():
 
 
 def test_elle_json_analysis_is_summarised():
-    stdout = ('INFO elle: checking\n'
-              '{"valid?": false, "anomaly-types": ["G1c", "duplicate-elements"],\n'
-              ' "anomalies": {"G1c": [{"cycle": [1, 2]}, {"cycle": [3, 4]}],\n'
-              '               "duplicate-elements": [{"key": 0}]},\n'
-              ' "not": ["G1c"]}\n')
+    stdout = (
+        "INFO elle: checking\n"
+        '{"valid?": false, "anomaly-types": ["G1c", "duplicate-elements"],\n'
+        ' "anomalies": {"G1c": [{"cycle": [1, 2]}, {"cycle": [3, 4]}],\n'
+        '               "duplicate-elements": [{"key": 0}]},\n'
+        ' "not": ["G1c"]}\n'
+    )
     parsed = parse_elle_output(stdout)
     assert parsed["valid"] is False
     assert parsed["anomaly_types"] == ["G1c", "duplicate-elements"]

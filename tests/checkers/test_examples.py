@@ -4,10 +4,9 @@ first examples and named offsets as ranking every anomaly row at once."""
 import random
 
 import numpy as np
+from checker_histories import History, poll, send
 from pyspark.sql import Window
 from pyspark.sql import functions as F
-
-from checker_histories import History, poll, send
 
 from checkers import passes
 from checkers.arrays import NULL
@@ -26,11 +25,18 @@ def _anomalies(rng, n):
     """Rows with many ties on the scalar columns, so lists decide the order."""
     rows = []
     for _ in range(n):
-        rows.append({"name": rng.choice(NAMES), "time": _maybe(rng, 1, 4), "key": _maybe(rng, 0, 2),
-                     "value": _maybe(rng, 0, 2), "offset": _maybe(rng, 0, 3),
-                     "offsets": None if rng.random() < 0.3 else [rng.randint(0, 5) for _ in range(rng.randint(0, 3))],
-                     "values": None if rng.random() < 0.5 else [rng.randint(0, 2) for _ in range(rng.randint(0, 2))],
-                     "ops": [rng.randint(0, 9) for _ in range(rng.randint(1, 3))]})
+        rows.append(
+            {
+                "name": rng.choice(NAMES),
+                "time": _maybe(rng, 1, 4),
+                "key": _maybe(rng, 0, 2),
+                "value": _maybe(rng, 0, 2),
+                "offset": _maybe(rng, 0, 3),
+                "offsets": None if rng.random() < 0.3 else [rng.randint(0, 5) for _ in range(rng.randint(0, 3))],
+                "values": None if rng.random() < 0.5 else [rng.randint(0, 2) for _ in range(rng.randint(0, 2))],
+                "ops": [rng.randint(0, 9) for _ in range(rng.randint(1, 3))],
+            }
+        )
     return rows
 
 
@@ -66,8 +72,11 @@ def _as_rows(parts):
     rows = []
     for part in parts:
         for i in range(part["n"]):
-            row = {"tag": int(part["tag"][i]), "name": part["name"],
-                   **part_row(part, i, ("key", "value", "offset", "time", "a"))}
+            row = {
+                "tag": int(part["tag"][i]),
+                "name": part["name"],
+                **part_row(part, i, ("key", "value", "offset", "time", "a")),
+            }
             rows.append(row)
     return rows
 
@@ -119,10 +128,16 @@ def test_the_order_is_sparks(spark):
     nulls and lists included."""
     rng = random.Random(3)
     rows = [_fields(r) for r in _anomalies(rng, 200)]
-    frame = spark.createDataFrame(rows, "name string, time long, key long, value long, offset long, "
-                                        "offsets array<long>, values array<long>, ops array<long>")
-    ranked = (frame.select("*", F.row_number().over(Window.orderBy(*passes.example_order())).alias("n"))
-              .orderBy("n").collect())
+    frame = spark.createDataFrame(
+        rows,
+        "name string, time long, key long, value long, offset long, "
+        "offsets array<long>, values array<long>, ops array<long>",
+    )
+    ranked = (
+        frame.select("*", F.row_number().over(Window.orderBy(*passes.example_order())).alias("n"))
+        .orderBy("n")
+        .collect()
+    )
     spark_keys = [example_key(r.asDict()) for r in ranked]
     assert spark_keys == sorted(example_key(r) for r in rows)
 

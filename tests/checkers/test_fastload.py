@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql import functions as F
-
 from checker_histories import History, poll, send, write_run
+from partition_scenarios import build
+from pyspark.sql import functions as F
+from txn_events import flatten, op
+from txn_histories import init, valid_run
+
 from checkers import eventparse, fastload
 from checkers.fastload import fast_rows, parse_cache, summarize
 from checkers.load import PROBLEM_ROW, history_path, known_keys, load, read_test
-from partition_scenarios import build
-from txn_events import flatten, op
-from txn_histories import init, valid_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_checkers import generate  # noqa: E402
@@ -47,8 +47,10 @@ def assert_same_table(spark, run: Path) -> None:
     assert fast_rows(spark, history_path(run), keys) is not None, "the fast load did not take a valid history"
     fast, sql = load(run, spark), load(run, spark, fast=False)
     try:
+
         def rows(t):
             return t.rows.selectExpr("*", "coalesce(_tight, false) as tight").drop("_tight")
+
         assert fast.rows.columns == sql.rows.columns
         assert rows(fast).exceptAll(rows(sql)).count() == 0
         assert rows(sql).exceptAll(rows(fast)).count() == 0
@@ -64,16 +66,33 @@ def varied_history() -> History:
     processes that restart, and an invoke cut short at the end."""
     h = History()
     h.nemesis("partition", {"nodes": ["n1", "ñ2"], "ratio": 1.5e3, "nested": {"a": [1, None, True]}})
-    h.events += [{"process": 3, "type": "invoke", "f": "init", "txn_id": "t"},
-                 {"process": 3, "type": "ok", "f": "init", "producer_id": 9, "epoch": 0}]
+    h.events += [
+        {"process": 3, "type": "invoke", "f": "init", "txn_id": "t"},
+        {"process": 3, "type": "ok", "f": "init", "producer_id": 9, "epoch": 0},
+    ]
     h.op(3, "txn", [send(0, 1, 0), send(1, 2, 0), send(1, 3, 1)], txn_id="t", epoch=0, producer_id=9, commit_time=7)
     h.op(4, "subscribe", [], keys=[0, 1], group="g")
-    h.op(4, "poll", [poll(0, 0, 1), poll(1, 0, 2)], group="g",
-         rebalance=[{"type": "assigned", "keys": [0, 1]}, {"type": "revoked", "keys": [1]}])
-    h.op(5, "txn", [poll(0, 0, 1), {"f": "send", "key": 2, "value": 101, "offset": 0, "from": [0, 1]},
-                    {"f": "commit", "key": 0, "offset": 1}], txn_id="copy", group="c", commit_time=3)
+    h.op(
+        4,
+        "poll",
+        [poll(0, 0, 1), poll(1, 0, 2)],
+        group="g",
+        rebalance=[{"type": "assigned", "keys": [0, 1]}, {"type": "revoked", "keys": [1]}],
+    )
+    h.op(
+        5,
+        "txn",
+        [
+            poll(0, 0, 1),
+            {"f": "send", "key": 2, "value": 101, "offset": 0, "from": [0, 1]},
+            {"f": "commit", "key": 0, "offset": 1},
+        ],
+        txn_id="copy",
+        group="c",
+        commit_time=3,
+    )
     h.nemesis("heal", "all")
-    h.op(6, "send", [send(2, 5)], type="info", error="_MSG_TIMED_OUT \"quoted\"")
+    h.op(6, "send", [send(2, 5)], type="info", error='_MSG_TIMED_OUT "quoted"')
     h.op(7, "send", [send(2, 6, 2)], auto=True)
     h.invoke(6, "poll", [{"f": "poll"}])
     return h
@@ -84,10 +103,16 @@ HISTORIES = {
     "partition-scenarios-present": lambda: build(True)[0].events,
     "partition-scenarios-absent": lambda: build(False)[0].events,
     "txn-run": lambda: valid_run(copier_duplicates=True),
-    "fenced-instances": lambda: flatten(init(0, 0), op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=1),
-                                        init(1, 1), op(0, "txn", [send(0, 2)], type="fail", txn_id="a")),
-    "only-the-nemesis": lambda: History().events + [
-        {"process": "nemesis", "type": "invoke", "f": "kill"}, {"process": "nemesis", "type": "info", "f": "kill"}],
+    "fenced-instances": lambda: flatten(
+        init(0, 0),
+        op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=1),
+        init(1, 1),
+        op(0, "txn", [send(0, 2)], type="fail", txn_id="a"),
+    ),
+    "only-the-nemesis": lambda: (
+        History().events
+        + [{"process": "nemesis", "type": "invoke", "f": "kill"}, {"process": "nemesis", "type": "info", "f": "kill"}]
+    ),
 }
 
 
@@ -158,21 +183,24 @@ def test_parse_reads_client_and_nemesis_lines_in_line_order():
     assert events.table.column("text")[1].as_py() == nemesis
 
 
-@pytest.mark.parametrize("line", [
-    "",                                                              # blank
-    "   ",
-    GOOD.replace('"process":2', '"process":"2"'),                   # Spark keeps the text
-    GOOD.replace('"process":2', '"process":-3'),                    # collides with the nemesis's number
-    GOOD.replace('"time":1', '"time":1.0'),
-    GOOD.replace('"time":1', '"time":1,"time":2'),                  # a field given twice
-    GOOD.replace('"key":1', '"key":99'),                             # unknown key
-    GOOD.replace('"value":2', '"value":null'),                      # a send without a value
-    GOOD.replace('"f":"send","key"', '"f":"peek","key"'),           # an unknown mop
-    GOOD.replace('"type":"invoke"', '"type":"done"'),
-    GOOD.replace(',"f":"send","mops"', ',"mops"'),                  # no f
-    GOOD.replace('"index":0', '"index":1'),                          # index where 0 was expected is the caller's;
-    GOOD[:-1],                                                       # malformed
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",  # blank
+        "   ",
+        GOOD.replace('"process":2', '"process":"2"'),  # Spark keeps the text
+        GOOD.replace('"process":2', '"process":-3'),  # collides with the nemesis's number
+        GOOD.replace('"time":1', '"time":1.0'),
+        GOOD.replace('"time":1', '"time":1,"time":2'),  # a field given twice
+        GOOD.replace('"key":1', '"key":99'),  # unknown key
+        GOOD.replace('"value":2', '"value":null'),  # a send without a value
+        GOOD.replace('"f":"send","key"', '"f":"peek","key"'),  # an unknown mop
+        GOOD.replace('"type":"invoke"', '"type":"done"'),
+        GOOD.replace(',"f":"send","mops"', ',"mops"'),  # no f
+        GOOD.replace('"index":0', '"index":1'),  # index where 0 was expected is the caller's;
+        GOOD[:-1],  # malformed
+    ],
+)
 def test_parse_calls_suspect_what_it_does_not_take(line):
     lines = [line] if 'index":1' not in line else [GOOD, line, line]
     with pytest.raises(eventparse.Suspect):
@@ -180,8 +208,9 @@ def test_parse_calls_suspect_what_it_does_not_take(line):
 
 
 def test_parse_takes_a_nemesis_value_of_any_json():
-    line = json.dumps({"index": 0, "time": 1, "process": "nemesis", "type": "info", "f": "x",
-                       "value": [1, "two", {"3": None}]})
+    line = json.dumps(
+        {"index": 0, "time": 1, "process": "nemesis", "type": "info", "f": "x", "value": [1, "two", {"3": None}]}
+    )
     assert len(_parse(line)) == 1
 
 
@@ -252,6 +281,7 @@ def test_a_partition_whose_cached_parse_is_gone_is_parsed_again(spark, tmp_path,
 def test_the_parse_cache_is_for_local_mode_only():
     """In a cluster pass 2 may run on another host, where pass 1's files
     would be missing and left behind."""
+
     class Context:
         master = "spark://10.0.0.1:7077"
 
@@ -272,7 +302,7 @@ def test_line_ranges_cover_the_file_and_end_after_newlines(tmp_path):
             ranges = fastload.line_ranges(path, split, chunk=7)
             assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
             assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-            assert all(data[end - 1:end] == b"\n" for _, end in ranges[:-1])
+            assert all(data[end - 1 : end] == b"\n" for _, end in ranges[:-1])
             # a range ends at the first newline at or after `split` bytes
             assert all(data.find(b"\n", start + split - 1) + 1 == end for start, end in ranges[:-1])
     path.write_bytes(b"")
@@ -285,8 +315,9 @@ def test_read_lines_gives_the_lines_sparks_text_reader_gives(spark, tmp_path, co
     path.write_bytes(content)
     expected = [row["value"] for row in spark.read.text(str(path)).collect()]
     ranges = fastload.line_ranges(path, 3)
-    assert [line for start, end in ranges for line in fastload.read_lines(str(path), start, end).to_pylist()] \
-        == expected
+    assert [
+        line for start, end in ranges for line in fastload.read_lines(str(path), start, end).to_pylist()
+    ] == expected
 
 
 def test_read_lines_does_not_take_a_carriage_return_or_a_range_inside_a_line(tmp_path):

@@ -8,7 +8,8 @@ from checkers.fetch import fetch_rows, table_rows
 def test_rows_come_back_as_collect_gives_them(spark):
     frame = spark.createDataFrame(
         [(1, "a", [3, 4], None), (2, None, None, 7), (-(1 << 62), "", [], 0)],
-        "key long, name string, values array<long>, offset long")
+        "key long, name string, values array<long>, offset long",
+    )
     assert fetch_rows(frame) == [row.asDict() for row in frame.collect()]
     assert fetch_rows(frame)[1] == {"key": 2, "name": None, "values": None, "offset": 7}
 

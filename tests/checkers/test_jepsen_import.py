@@ -40,17 +40,27 @@ def test_ops_map_to_our_events(tmp_path):
     assert [e["index"] for e in events] == list(range(len(events)))
     assert len(events) == 14  # the two debug-topic-partitions events are skipped
     assert test["import"]["skipped"] == {"f debug-topic-partitions": 2}
-    assert events[0] == {"index": 0, "time": 10, "jepsen_index": 0, "process": 0,
-                         "type": "invoke", "f": "assign", "keys": [1, 2]}
+    assert events[0] == {
+        "index": 0,
+        "time": 10,
+        "jepsen_index": 0,
+        "process": 0,
+        "type": "invoke",
+        "f": "assign",
+        "keys": [1, 2],
+    }
     send_ok = events[4]
     assert send_ok["type"] == "ok" and send_ok["process"] == 1
-    assert send_ok["mops"] == [{"f": "send", "key": 1, "value": 5, "offset": 0},
-                               {"f": "send", "key": 2, "value": 6, "offset": 3}]
-    assert events[2]["mops"] == [{"f": "send", "key": 1, "value": 5},
-                                 {"f": "send", "key": 2, "value": 6}]
+    assert send_ok["mops"] == [
+        {"f": "send", "key": 1, "value": 5, "offset": 0},
+        {"f": "send", "key": 2, "value": 6, "offset": 3},
+    ]
+    assert events[2]["mops"] == [{"f": "send", "key": 1, "value": 5}, {"f": "send", "key": 2, "value": 6}]
     poll_ok = events[7]
-    assert poll_ok["mops"] == [{"f": "poll", "key": 1, "offset": 0, "value": 5, "poll": 0},
-                               {"f": "poll", "key": 2, "offset": 3, "value": 6, "poll": 0}]
+    assert poll_ok["mops"] == [
+        {"f": "poll", "key": 1, "offset": 0, "value": 5, "poll": 0},
+        {"f": "poll", "key": 2, "offset": 3, "value": 6, "poll": 0},
+    ]
     assert poll_ok["rebalance"] == [{"type": "revoked", "keys": [2]}]
     assert events[6]["mops"] == [{"f": "poll"}]
     assert events[9]["type"] == "fail" and events[9]["error"] == '[:abort "x"]'
@@ -73,8 +83,7 @@ def test_nemesis_info_pairs_become_invoke_and_completion(tmp_path):
 def test_test_json_maps_keys_and_says_settings_are_assumed(tmp_path):
     src = tmp_path / "history.edn"
     src.write_text(JEPSEN_HISTORY)
-    test = jepsen_to_history(str(src), str(tmp_path / "run"),
-                             client={"enable.idempotence": False})
+    test = jepsen_to_history(str(src), str(tmp_path / "run"), client={"enable.idempotence": False})
     on_disk = json.loads((tmp_path / "run" / "test.json").read_text())
     assert on_disk == test
     assert test["keys"] == {"1": ["jepsen", 1], "2": ["jepsen", 2]}
@@ -95,12 +104,18 @@ def test_a_history_in_one_vector_of_records_imports_the_same(tmp_path):
     assert read_events(tmp_path / "run") == read_events(tmp_path / "run2")
 
 
-@pytest.mark.parametrize("text, problem", [
-    ('{:type :invoke, :f :send, :value [[:send :x 1]], :process 0, :index 7}', ":index 7: key :x is not an integer"),
-    ('{:type :invoke, :value [], :process 0, :index 3}', "missing :type or :f"),
-    ("[1 2 3]", "expected Jepsen op maps"),
-    ('{:type :invoke, :f :read, :process 0, :index 0}', "no Kafka workload ops"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        (
+            "{:type :invoke, :f :send, :value [[:send :x 1]], :process 0, :index 7}",
+            ":index 7: key :x is not an integer",
+        ),
+        ("{:type :invoke, :value [], :process 0, :index 3}", "missing :type or :f"),
+        ("[1 2 3]", "expected Jepsen op maps"),
+        ("{:type :invoke, :f :read, :process 0, :index 0}", "no Kafka workload ops"),
+    ],
+)
 def test_histories_that_are_not_kafka_workloads_get_one_line_errors(tmp_path, text, problem):
     src = tmp_path / "history.edn"
     src.write_text(text)

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pyspark
-
 from checker_histories import History, poll, send
 
 from checkers import jvm_start
@@ -22,20 +21,28 @@ def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(mon
     assert quick in jvm_start.java_options("local[2]", 4096)
     assert quick in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES)
     assert quick not in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES + 1)
-    assert quick not in jvm_start.java_options("local[2]", None)   # a long-lived session: sizes unknown
+    assert quick not in jvm_start.java_options("local[2]", None)  # a long-lived session: sizes unknown
     assert quick not in jvm_start.java_options("spark://m:7077", 4096)
-    assert "SharedArchiveFile" not in jvm_start.java_options("local[2]", 4096)   # none made yet
+    assert "SharedArchiveFile" not in jvm_start.java_options("local[2]", 4096)  # none made yet
     archive.write_bytes(b"x")
     assert f"-XX:SharedArchiveFile={archive}" in jvm_start.java_options("spark://m:7077", None)
 
 
 def _code_cache_flags(options: list[str]) -> dict:
     """What a real JVM makes of these options: its final code cache size and JIT level."""
-    flags = subprocess.run([jvm_start.java_binary(), *options, "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
-                           text=True, timeout=60, check=True).stdout
+    flags = subprocess.run(
+        [jvm_start.java_binary(), *options, "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     wanted = ("ReservedCodeCacheSize", "TieredStopAtLevel")
-    return {words[1]: int(words[3]) for words in map(str.split, flags.splitlines())
-            if len(words) >= 4 and words[1] in wanted}
+    return {
+        words[1]: int(words[3])
+        for words in map(str.split, flags.splitlines())
+        if len(words) >= 4 and words[1] in wanted
+    }
 
 
 def test_the_quick_jit_keeps_the_tiered_code_cache():
@@ -43,37 +50,50 @@ def test_the_quick_jit_keeps_the_tiered_code_cache():
     # again and again fills; the options keep the tiered default.
     assert _code_cache_flags(["-XX:TieredStopAtLevel=1"])["ReservedCodeCacheSize"] == 48 * 2**20
     assert _code_cache_flags(jvm_start.QUICK_JIT.split()) == {
-        "ReservedCodeCacheSize": 240 * 2**20, "TieredStopAtLevel": 1}
+        "ReservedCodeCacheSize": 240 * 2**20,
+        "TieredStopAtLevel": 1,
+    }
 
 
 def test_the_archive_names_this_java_and_this_pyspark():
     path = jvm_start.archive_path()
     assert path.parent.name == "spark-cds" and path.suffix == ".jsa"
-    assert path == jvm_start.archive_path()   # stable between calls
+    assert path == jvm_start.archive_path()  # stable between calls
 
 
 def test_gregor_check_maps_sparks_classes_from_the_archive(tmp_path):
     # ./setup made it; a machine without one makes it here (about 40 s), in a
     # process of its own: this one may already hold a Spark session.
     if not jvm_start.archive_path().is_file():
-        subprocess.run([sys.executable, "-m", "checkers.jvm_start"], check=True, timeout=600,
-                       cwd=Path(__file__).parents[2])
+        subprocess.run(
+            [sys.executable, "-m", "checkers.jvm_start"], check=True, timeout=600, cwd=Path(__file__).parents[2]
+        )
     h = History()
     for value in range(20):
         h.op(0, "send", [send(0, value, value)])
         h.op(1, "poll", [poll(0, value, value)])
     run = h.write(tmp_path / "run")
     classes, paths = tmp_path / "classes.log", tmp_path / "paths.log"
-    done = subprocess.run([str(Path(sys.executable).parent / "gregor"), "check", str(run), "--spark-conf",
-                           f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={classes} "
-                           f"-Xlog:class+path=info:file={paths}"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "gregor"),
+            "check",
+            str(run),
+            "--spark-conf",
+            f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={classes} -Xlog:class+path=info:file={paths}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    session = [line for line in classes.read_text().splitlines()
-               if " org.apache.spark.sql.SparkSession " in line]
+    session = [line for line in classes.read_text().splitlines() if " org.apache.spark.sql.SparkSession " in line]
     # On failure, the JVM's own reason (a jar that changed, another class path).
-    refused = [line for line in paths.read_text().splitlines()
-               if "checking shared classpath entry" not in line and not line.endswith("] ok")]
+    refused = [
+        line
+        for line in paths.read_text().splitlines()
+        if "checking shared classpath entry" not in line and not line.endswith("] ok")
+    ]
     assert session and "shared objects file (top)" in session[0], (session, refused[-5:])
 
 

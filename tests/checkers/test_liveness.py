@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from txn_events import op, poll, send
 
 from checkers import liveness
 from checkers.load import load
-from txn_events import flatten, op, poll, send
 
 pytestmark = pytest.mark.spark
 
@@ -23,8 +23,10 @@ def timed(events_with_times):
 
 def stuck_run(poll_every_s: float, read_at_s: float = 13):
     """Write acked at 1 s; consumer p1 (assigned key 0) polls empty every `poll_every_s`, reads at `read_at_s`."""
-    pairs = [(op(1, "assign", [], keys=[0]), 0, 100),
-             (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND)]
+    pairs = [
+        (op(1, "assign", [], keys=[0]), 0, 100),
+        (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND),
+    ]
     t = 1.0
     while t + poll_every_s < read_at_s:
         t += poll_every_s
@@ -35,8 +37,10 @@ def stuck_run(poll_every_s: float, read_at_s: float = 13):
 
 
 def found(spark, tmp_path, write_run, events, test=None):
-    return [(r["name"], r["key"], r["value"], r["offset"], r["ops"])
-            for r in liveness.find(load(write_run(tmp_path, events, test), spark)).collect()]
+    return [
+        (r["name"], r["key"], r["value"], r["offset"], r["ops"])
+        for r in liveness.find(load(write_run(tmp_path, events, test), spark)).collect()
+    ]
 
 
 def test_stuck_lso_when_polls_cover_the_whole_timeout(spark, tmp_path, write_run):
@@ -65,9 +69,11 @@ def group_run(rebalanced: bool):
     at 3 s and its rebalance is blocked (a member is paused) until 11 s: the
     member keeps completing polls, but not of key 0."""
     assigned = [{"type": "assigned", "keys": [0]}]
-    pairs = [(op(1, "subscribe", [], keys=[0], group="g"), 0, 100),
-             (op(1, "poll", [], group="g", rebalance=assigned), SECOND // 4, SECOND // 2),
-             (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND)]
+    pairs = [
+        (op(1, "subscribe", [], keys=[0], group="g"), 0, 100),
+        (op(1, "poll", [], group="g", rebalance=assigned), SECOND // 4, SECOND // 2),
+        (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND),
+    ]
     for at in (3, 5, 7, 9, 11):
         fields = {"group": "g"}
         if rebalanced and at == 3:
@@ -91,7 +97,6 @@ def test_no_stuck_lso_when_a_blocked_rebalance_took_the_key_away(spark, tmp_path
     assert found(spark, tmp_path, write_run, group_run(rebalanced=True), test) == []
 
 
-
 def catch_up_run(per_poll: int):
     """Process 0 writes 12 values of key 0 (offsets 0..11), the last acked at
     1 s. Process 1, assigned from the beginning, polls every second from 2 s
@@ -101,8 +106,13 @@ def catch_up_run(per_poll: int):
     pairs = [(op(1, "assign", [], keys=[0]), 0, 100)]
     ms = SECOND // 1000
     for value in range(11):
-        pairs.append((op(0, "txn", [send(0, value, value)], txn_id="a", commit_time=(20 * value + 15) * ms),
-                      (20 * value + 10) * ms, (20 * value + 20) * ms))
+        pairs.append(
+            (
+                op(0, "txn", [send(0, value, value)], txn_id="a", commit_time=(20 * value + 15) * ms),
+                (20 * value + 10) * ms,
+                (20 * value + 20) * ms,
+            )
+        )
     pairs.append((op(0, "txn", [send(0, 11, 11)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND))
     older = list(range(11))
     for at in range(2, 13):

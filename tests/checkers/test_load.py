@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from checker_histories import History, base_test, poll, send, write_run
+
 from checkers import facts
 from checkers import load as loading
 from checkers.check import check_dir
@@ -33,8 +33,9 @@ def loaded(spark, tmp_path_factory):
     ids["fail_send"] = h.op(3, "send", [send(3, 30)], type="fail", error="NOT_LEADER")
     ids["kill"] = h.nemesis("kill", {"killed": ["n2"]})
     # Offsets 0, 1, 3, 4: the gap at 2 is a transaction marker.
-    ids["reader"] = h.op(4, "poll", [poll(0, 0, 1), poll(0, 1, 2), poll(1, 0, 10), poll(1, 1, 11),
-                                     poll(0, 3, 4), poll(0, 4, 5)])
+    ids["reader"] = h.op(
+        4, "poll", [poll(0, 0, 1), poll(0, 1, 2), poll(1, 0, 10), poll(1, 1, 11), poll(0, 3, 4), poll(0, 4, 5)]
+    )
     ids["cut"] = h.invoke(7, "poll", [{"f": "poll"}])
     t = load(h.write(tmp_path_factory.mktemp("loaded")), spark)
     return t, ids
@@ -68,12 +69,12 @@ def test_mops_are_flattened_without_bare_polls(loaded):
 def test_must_have_happened_follows_the_ground_rules(loaded):
     t, ids = loaded
     must = {(r["key"], r["value"]) for r in facts.must_writes(t).collect()}
-    assert (0, 1) in must                       # ok send
-    assert (0, 2) in must                       # info send read by an ok op
-    assert (0, 3) not in must                   # info send no one read
-    assert {(1, 10), (2, 20)} <= must           # info txn, one send read: the whole txn
+    assert (0, 1) in must  # ok send
+    assert (0, 2) in must  # info send read by an ok op
+    assert (0, 3) not in must  # info send no one read
+    assert {(1, 10), (2, 20)} <= must  # info txn, one send read: the whole txn
     assert (1, 11) in must and (2, 21) not in must  # plain info op: send by send
-    assert (3, 30) not in must                  # fail send
+    assert (3, 30) not in must  # fail send
 
 
 def test_log_compacts_offset_gaps_to_dense_indices(loaded):
@@ -89,18 +90,22 @@ def _lines(events):
     return "".join(json.dumps(e) + "\n" for e in events)
 
 
-GOOD = [{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "send", "mops": [send(0, 1)]},
-        {"index": 1, "time": 5, "process": 0, "type": "ok", "f": "send", "mops": [send(0, 1, 0)]}]
+GOOD = [
+    {"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "send", "mops": [send(0, 1)]},
+    {"index": 1, "time": 5, "process": 0, "type": "ok", "f": "send", "mops": [send(0, 1, 0)]},
+]
 
 
 BAD_INPUTS = {
     "malformed-line": (_lines(GOOD) + '{"index": 2, "time": 6, "process": 0,\n', "line 3: malformed JSON"),
-    "unknown-key": (_lines([GOOD[0], dict(GOOD[1], mops=[send(99, 1, 0)])]),
-                    "line 2: key 99 is not in test.json"),
+    "unknown-key": (_lines([GOOD[0], dict(GOOD[1], mops=[send(99, 1, 0)])]), "line 2: key 99 is not in test.json"),
     "missing-field": (_lines([GOOD[0], {k: v for k, v in GOOD[1].items() if k != "f"}]), 'line 2: missing "f"'),
     "wrong-type": (_lines([GOOD[0], dict(GOOD[1], time="soon")]), 'line 2: "time" must be an integer'),
     "non-contiguous-index": (_lines([GOOD[0], dict(GOOD[1], index=2)]), "line 2: index 2 where 1 was expected"),
-    "completion-without-invoke": (_lines([GOOD[1] | {"index": 0}]), "line 1: a ok completion of process 0 with no invoke"),
+    "completion-without-invoke": (
+        _lines([GOOD[1] | {"index": 0}]),
+        "line 1: a ok completion of process 0 with no invoke",
+    ),
     "double-invoke": (_lines([GOOD[0], dict(GOOD[0], index=1)]), "line 1: process 0 invokes again at line 2"),
     "bad-type": (_lines([GOOD[0], dict(GOOD[1], type="done")]), 'line 2: "type" must be one of'),
 }
@@ -131,8 +136,10 @@ def test_good_history_loads(spark, tmp_path):
 
 
 def test_a_last_line_torn_by_a_crash_is_left_out_and_the_run_is_cut_short(spark, tmp_path):
-    read = [{"index": 2, "time": 6, "process": 1, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]},
-            {"index": 3, "time": 9, "process": 1, "type": "ok", "f": "poll", "mops": [poll(0, 0, 1)]}]
+    read = [
+        {"index": 2, "time": 6, "process": 1, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]},
+        {"index": 3, "time": 9, "process": 1, "type": "ok", "f": "poll", "mops": [poll(0, 0, 1)]},
+    ]
     torn = json.dumps(dict(GOOD[0], index=4, process=2))[:25]
     (tmp_path / "history.jsonl").write_text(_lines(GOOD + read) + torn)
     (tmp_path / "test.json").write_text(json.dumps(base_test()))
@@ -172,19 +179,19 @@ def _stored_mib(spark) -> float:
 @pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "disk-only"])
 def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spark, tmp_path, monkeypatch, on_disk):
     generate(tmp_path, 20_000)
-    if on_disk:   # as for a history above LARGE_HISTORY_BYTES
+    if on_disk:  # as for a history above LARGE_HISTORY_BYTES
         monkeypatch.setattr(loading, "LARGE_HISTORY_BYTES", 0)
     before = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
     baseline = _stored_mib(spark)  # tables other tests of this session still hold
     tables = load(tmp_path, spark)
     try:
         assert tables.storage == (loading.StorageLevel.DISK_ONLY if on_disk else loading.STORAGE)
-        assert _stored_mib(spark) > baseline   # stored by the load's own job
+        assert _stored_mib(spark) > baseline  # stored by the load's own job
         # A pass by route needs no shuffle: the stored table keeps its partitioning.
         by_route = tables.rows.groupBy("route").count()
         assert "Exchange" not in by_route._jdf.queryExecution().executedPlan().toString()
         assert by_route.count() > 1
-        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"   # set back after planning the table
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"  # set back after planning the table
     finally:
         tables.release()
     assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before

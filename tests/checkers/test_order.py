@@ -5,13 +5,20 @@ subscribe or rebalance in between, or the values in order)."""
 from __future__ import annotations
 
 import pytest
-
 from scenario_asserts import assert_not_reported, assert_reported
 
 pytestmark = pytest.mark.spark
 
-SCENARIOS = ["poll-skip", "poll-skip-rebalance", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
-             "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send"]
+SCENARIOS = [
+    "poll-skip",
+    "poll-skip-rebalance",
+    "nonmonotonic-poll",
+    "int-poll-skip",
+    "int-nonmonotonic-poll",
+    "nonmonotonic-send",
+    "int-send-skip",
+    "int-nonmonotonic-send",
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -8,14 +8,22 @@ names; the order family is in test_order.py. Both share one loaded history.)
 from __future__ import annotations
 
 import pytest
-
 from checker_histories import named
 from scenario_asserts import assert_not_reported, assert_reported
 
 pytestmark = pytest.mark.spark
 
-SCENARIOS = ["inconsistent-offsets", "duplicate", "lost-write", "unseen", "unseen-without-offset",
-             "aborted-read", "aborted-read-txn", "uncommitted-read", "precommitted-read"]
+SCENARIOS = [
+    "inconsistent-offsets",
+    "duplicate",
+    "lost-write",
+    "unseen",
+    "unseen-without-offset",
+    "aborted-read",
+    "aborted-read-txn",
+    "uncommitted-read",
+    "precommitted-read",
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -41,18 +41,30 @@ def free_port() -> int:
 
 def spark_home() -> Path:
     import pyspark
+
     return Path(pyspark.__file__).parent
 
 
 def cluster_env(tmp: Path) -> dict:
-    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOG_DIR": str(tmp / "logs"), "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable}
+    return {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp / "logs"),
+        "SPARK_DAEMON_MEMORY": "256m",
+        "PYSPARK_PYTHON": sys.executable,
+    }
 
 
 def daemon(tmp: Path, name: str, cls: str, *args: str) -> subprocess.Popen:
     log = open(tmp / f"{name}.log", "w")
-    return subprocess.Popen([str(spark_home() / "bin" / "spark-class"), cls, *args], stdout=log,
-                            stderr=subprocess.STDOUT, env=cluster_env(tmp), start_new_session=True)
+    return subprocess.Popen(
+        [str(spark_home() / "bin" / "spark-class"), cls, *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=cluster_env(tmp),
+        start_new_session=True,
+    )
 
 
 def master_state(ui_port: int) -> dict:
@@ -68,15 +80,41 @@ def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spark-cluster")
     port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
-    procs = [daemon(tmp, "master", "org.apache.spark.deploy.master.Master",
-                    "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui))]
+    procs = [
+        daemon(
+            tmp,
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        )
+    ]
     try:
         for n in (1, 2):
             work = tmp / f"worker{n}"
             work.mkdir()
-            procs.append(daemon(tmp, f"worker{n}", "org.apache.spark.deploy.worker.Worker", url,
-                                "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                                "--work-dir", str(work), "--webui-port", str(free_port())))
+            procs.append(
+                daemon(
+                    tmp,
+                    f"worker{n}",
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--work-dir",
+                    str(work),
+                    "--webui-port",
+                    str(free_port()),
+                )
+            )
         deadline = time.monotonic() + 120
         alive = 0
         while time.monotonic() < deadline:
@@ -86,8 +124,9 @@ def cluster(tmp_path_factory):
                 alive = 0
             if alive == 2:
                 break
-            assert all(p.poll() is None for p in procs), \
+            assert all(p.poll() is None for p in procs), (
                 "a Spark daemon exited: " + (tmp / "master.log").read_text()[-2000:]
+            )
             time.sleep(1)
         assert alive == 2, f"{alive} of 2 workers registered with the master in 120 s"
         yield {"url": url, "ui": ui, "dir": tmp}
@@ -116,13 +155,28 @@ def test_a_standalone_cluster_finds_what_local_mode_finds(cluster, spark, tmp_pa
     planted = generate(local_dir, EVENTS)["planted"]
     shutil.copytree(local_dir, remote_dir)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    check_dir(local_dir, spark, progress=lambda _m: None)               # the suite's local session
+    check_dir(local_dir, spark, progress=lambda _m: None)  # the suite's local session
     ours = json.loads((local_dir / "results.json").read_text())
-    remote = subprocess.run([GREGOR, "check", str(remote_dir), "--spark-master", cluster["url"],
-                             "--spark-conf", "spark.executor.memory=512m", "--spark-conf", "spark.cores.max=2",
-                             "--spark-conf", "spark.driver.host=127.0.0.1"],
-                            capture_output=True, text=True, env=env, timeout=900)
-    assert ours["verdict"] == "invalid"                                  # planted anomalies
+    remote = subprocess.run(
+        [
+            GREGOR,
+            "check",
+            str(remote_dir),
+            "--spark-master",
+            cluster["url"],
+            "--spark-conf",
+            "spark.executor.memory=512m",
+            "--spark-conf",
+            "spark.cores.max=2",
+            "--spark-conf",
+            "spark.driver.host=127.0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert ours["verdict"] == "invalid"  # planted anomalies
     assert remote.returncode == 1, remote.stdout[-2000:] + remote.stderr[-2000:]
     assert cluster["url"] in remote.stdout
     theirs = json.loads((remote_dir / "results.json").read_text())

@@ -9,7 +9,7 @@ from checkers.spark import prestart_python_workers, session_conf
 
 
 def test_python_workers_start_in_the_background_once_per_session(spark):
-    first = prestart_python_workers(spark)   # None if an earlier check of this session started them
+    first = prestart_python_workers(spark)  # None if an earlier check of this session started them
     if first is not None:
         first.join(timeout=120)
         assert not first.is_alive()

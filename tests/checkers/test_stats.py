@@ -3,8 +3,8 @@ computed in Spark from a hand-written history whose figures we know."""
 
 import pytest
 
-from checkers.load import load
 from checkers import stats as stats_module
+from checkers.load import load
 from checkers.stats import HASH_GROUPS_CONF, bucket_seconds, compute_stats
 
 pytestmark = pytest.mark.spark
@@ -24,10 +24,13 @@ def poll(key, offset, value):
 
 
 def op(process, f, mops, type="ok"):
-    invoke_mops = [{"f": "send", "key": m["key"], "value": m["value"]} if m["f"] == "send"
-                   else {"f": "poll"} for m in mops]
-    return [{"process": process, "type": "invoke", "f": f, "mops": invoke_mops},
-            {"process": process, "type": type, "f": f, "mops": mops}]
+    invoke_mops = [
+        {"f": "send", "key": m["key"], "value": m["value"]} if m["f"] == "send" else {"f": "poll"} for m in mops
+    ]
+    return [
+        {"process": process, "type": "invoke", "f": f, "mops": invoke_mops},
+        {"process": process, "type": type, "f": f, "mops": mops},
+    ]
 
 
 def timed(pair, invoke_ms, complete_ms):
@@ -37,15 +40,15 @@ def timed(pair, invoke_ms, complete_ms):
 
 def history():
     events = []
-    events += timed(op(0, "send", [send(0, 1, 0)]), 0, 10)          # ok send, 10 ms
+    events += timed(op(0, "send", [send(0, 1, 0)]), 0, 10)  # ok send, 10 ms
     events += timed(op(1, "send", [send(0, 2)], type="info"), 5, 25)  # info send, 20 ms
     events += timed(op(0, "send", [send(1, 3)], type="fail"), 30, 31)  # fail send, 1 ms
-    events += timed(op(2, "poll", [poll(0, 0, 1)]), 40, 1540)        # reads value 1 at 1.54 s
-    events += [{"process": "nemesis", "type": "invoke", "f": "kill", "time": 50 * MS},
-               {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n1"]},
-                "time": 60 * MS}]
-    events += [{"process": 3, "type": "invoke", "f": "send", "mops": [send(1, 4)],
-                "time": 2000 * MS}]                                  # cut short
+    events += timed(op(2, "poll", [poll(0, 0, 1)]), 40, 1540)  # reads value 1 at 1.54 s
+    events += [
+        {"process": "nemesis", "type": "invoke", "f": "kill", "time": 50 * MS},
+        {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n1"]}, "time": 60 * MS},
+    ]
+    events += [{"process": 3, "type": "invoke", "f": "send", "mops": [send(1, 4)], "time": 2000 * MS}]  # cut short
     return events
 
 
@@ -55,8 +58,7 @@ def test_counts_latency_and_lag(spark, tmp_path, write_run):
     assert (stats["ops"], stats["ok"], stats["info"], stats["fail"]) == (5, 2, 2, 1)
     assert stats["events"] == 11
     assert stats["duration_s"] == 2.0
-    assert stats["by_f"] == {"poll": {"ok": 1, "fail": 0, "info": 0},
-                             "send": {"ok": 1, "fail": 1, "info": 2}}
+    assert stats["by_f"] == {"poll": {"ok": 1, "fail": 0, "info": 0}, "send": {"ok": 1, "fail": 1, "info": 2}}
     latency = {(r["f"], r["type"]): r for r in stats["latency"]}
     assert set(latency) == {("send", "ok"), ("send", "info"), ("send", "fail"), ("poll", "ok")}
     assert latency[("send", "ok")]["p50_ms"] == 10.0 and latency[("send", "ok")]["max_ms"] == 10.0
@@ -65,8 +67,9 @@ def test_counts_latency_and_lag(spark, tmp_path, write_run):
     series = stats["timeseries"]
     assert series["bucket_s"] == 0.1
     poll_row = [r for r in series["rows"] if r["f"] == "poll"]
-    assert poll_row == [{"t": 1.5, "f": "poll", "type": "ok", "count": 1,
-                         "p50_ms": 1500.0, "p99_ms": 1500.0, "max_ms": 1500.0}]
+    assert poll_row == [
+        {"t": 1.5, "f": "poll", "type": "ok", "count": 1, "p50_ms": 1500.0, "p99_ms": 1500.0, "max_ms": 1500.0}
+    ]
     assert sum(r["count"] for r in series["rows"]) == 4
     assert stats["lag"]["rows"] == [{"t": 1.5, "key": 0, "lag_ms": 1530.0}]
 
@@ -104,8 +107,9 @@ def test_many_groups_by_hash_give_what_the_sort_gives(spark, tmp_path, write_run
     assert by_hash == by_sort
 
 
-@pytest.mark.parametrize("duration, expected", [
-    (0, 1.0), (2, 0.1), (60, 0.1), (61, 0.2), (300, 0.5), (3600, 10.0), (36000, 100.0)])
+@pytest.mark.parametrize(
+    "duration, expected", [(0, 1.0), (2, 0.1), (60, 0.1), (61, 0.2), (300, 0.5), (3600, 10.0), (36000, 100.0)]
+)
 def test_bucket_keeps_at_most_600_buckets(duration, expected):
     assert bucket_seconds(duration) == expected
     assert duration / bucket_seconds(duration) <= 600

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from txn_events import flatten, op, poll, send
+from txn_histories import init, op_with_value, valid_run
 
 from checkers import cycles, eos, groups, liveness, txn
 from checkers.load import load
-from txn_events import flatten, op, send, poll
-from txn_histories import init, op_with_value, valid_run
 
 pytestmark = pytest.mark.spark
 
@@ -26,8 +26,9 @@ def test_valid_run_with_aborts_unread_info_and_marker_gaps_raises_nothing(spark,
 def test_torn_transaction_names_the_unread_write(spark, tmp_path, write_run):
     events = valid_run(reader_misses_v8=True, group_misses_v8=True)
     found = rows(txn, spark, tmp_path, write_run, events)
-    assert [(r["name"], r["key"], r["value"], r["offset"], r["ops"], r["values"]) for r in found] == \
-        [("torn-transaction", 1, 8, 2, [op_with_value(events, 7)], [7])]
+    assert [(r["name"], r["key"], r["value"], r["offset"], r["ops"], r["values"]) for r in found] == [
+        ("torn-transaction", 1, 8, 2, [op_with_value(events, 7)], [7])
+    ]
 
 
 def test_torn_transaction_waits_for_a_complete_drain(spark, tmp_path, write_run, base_test):
@@ -39,18 +40,20 @@ def test_torn_transaction_waits_for_a_complete_drain(spark, tmp_path, write_run,
 def zombie_run(commit_time):
     """p0's epoch-0 txn commits at ``commit_time``; p4's init (epoch 1) completes at index 3 (time 3000)."""
     return flatten(
-        init(0, 0),                                                          # 0, 1
-        init(4, 1),                                                          # 2, 3
-        op(0, "txn", [send(0, 1, 0), send(1, 2, 0)], txn_id="a", epoch=0, producer_id=7,
-           commit_time=commit_time),                                         # 4, 5
-        op(1, "poll", [poll(0, 0, 1), poll(1, 0, 2)]),                       # 6, 7
+        init(0, 0),  # 0, 1
+        init(4, 1),  # 2, 3
+        op(
+            0, "txn", [send(0, 1, 0), send(1, 2, 0)], txn_id="a", epoch=0, producer_id=7, commit_time=commit_time
+        ),  # 4, 5
+        op(1, "poll", [poll(0, 0, 1), poll(1, 0, 2)]),  # 6, 7
     )
 
 
 def test_zombie_write_after_the_newer_init(spark, tmp_path, write_run):
     found = rows(txn, spark, tmp_path, write_run, zombie_run(4500))
-    assert [(r["name"], r["key"], r["value"], r["offset"], r["values"], r["ops"]) for r in found] == \
-        [("zombie-write", 0, 1, 0, [1, 2], [5, 3])]
+    assert [(r["name"], r["key"], r["value"], r["offset"], r["values"], r["ops"]) for r in found] == [
+        ("zombie-write", 0, 1, 0, [1, 2], [5, 3])
+    ]
 
 
 def test_no_zombie_when_committed_before_the_newer_init(spark, tmp_path, write_run):

@@ -5,27 +5,34 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from checker_histories import History, base_test, poll, send
+
 from checkers import allowed, nemesis_windows
 from checkers.check import check_dir, verdict
 from checkers.history import NETEM_EMULATED
 
 
-@pytest.mark.parametrize("name, changes, why", [
-    ("duplicate", {"client": {"enable.idempotence": False}}, "enable.idempotence=false"),
-    ("lost-write", {"client": {"acks": 1}}, "acks=1"),
-    ("unseen", {"client": {"acks": "0"}}, "acks=0"),
-    ("inconsistent-offsets", {"broker": {"unclean.leader.election.enable": True}}, "unclean.leader.election.enable=true"),
-    ("lost-write", {"broker": {"min.insync.replicas": 1}}, "min.insync.replicas=1"),
-    ("unseen", {"drain": {"complete": False}}, "drain incomplete"),
-    ("unseen", {"drain": None}, "drain incomplete"),
-    ("aborted-read", {"client": {"isolation.level": "read_uncommitted"}}, "isolation.level=read_uncommitted"),
-    ("uncommitted-read", {"client": {"isolation.level": "read_uncommitted"}}, "isolation.level=read_uncommitted"),
-    ("offset-commit-loss", {"client": {"auto.commit": True}}, "auto.commit=true"),
-    ("poll-skip", {"client": {"subscribe": True}}, "subscribe=true"),
-    ("nonmonotonic-poll", {"client": {"subscribe": True}}, "subscribe=true"),
-])
+@pytest.mark.parametrize(
+    "name, changes, why",
+    [
+        ("duplicate", {"client": {"enable.idempotence": False}}, "enable.idempotence=false"),
+        ("lost-write", {"client": {"acks": 1}}, "acks=1"),
+        ("unseen", {"client": {"acks": "0"}}, "acks=0"),
+        (
+            "inconsistent-offsets",
+            {"broker": {"unclean.leader.election.enable": True}},
+            "unclean.leader.election.enable=true",
+        ),
+        ("lost-write", {"broker": {"min.insync.replicas": 1}}, "min.insync.replicas=1"),
+        ("unseen", {"drain": {"complete": False}}, "drain incomplete"),
+        ("unseen", {"drain": None}, "drain incomplete"),
+        ("aborted-read", {"client": {"isolation.level": "read_uncommitted"}}, "isolation.level=read_uncommitted"),
+        ("uncommitted-read", {"client": {"isolation.level": "read_uncommitted"}}, "isolation.level=read_uncommitted"),
+        ("offset-commit-loss", {"client": {"auto.commit": True}}, "auto.commit=true"),
+        ("poll-skip", {"client": {"subscribe": True}}, "subscribe=true"),
+        ("nonmonotonic-poll", {"client": {"subscribe": True}}, "subscribe=true"),
+    ],
+)
 def test_setting_permits_anomaly_and_says_which(name, changes, why):
     assert allowed.why_allowed(name, base_test()) is None
     test = base_test(**changes)
@@ -33,20 +40,43 @@ def test_setting_permits_anomaly_and_says_which(name, changes, why):
     assert why in allowed.why_allowed(name, test)
 
 
-@pytest.mark.parametrize("name", ["G0", "G0-process", "G0-realtime", "int-send-skip",
-                                  "G1c-ww", "G1c-ww-process", "G1c-ww-realtime"])
+@pytest.mark.parametrize(
+    "name", ["G0", "G0-process", "G0-realtime", "int-send-skip", "G1c-ww", "G1c-ww-process", "G1c-ww-realtime"]
+)
 def test_always_permitted(name):
     assert allowed.allowed(name, base_test())
 
 
-@pytest.mark.parametrize("name", ["G1c", "G1c-process", "G1c-realtime", "precommitted-read", "torn-transaction",
-                                  "zombie-write", "eos-duplicate", "eos-lost", "stuck-lso", "nonmonotonic-send",
-                                  "int-poll-skip", "int-nonmonotonic-poll", "int-nonmonotonic-send"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "G1c",
+        "G1c-process",
+        "G1c-realtime",
+        "precommitted-read",
+        "torn-transaction",
+        "zombie-write",
+        "eos-duplicate",
+        "eos-lost",
+        "stuck-lso",
+        "nonmonotonic-send",
+        "int-poll-skip",
+        "int-nonmonotonic-poll",
+        "int-nonmonotonic-send",
+    ],
+)
 def test_bad_under_any_configuration(name):
-    permissive = base_test(client={"acks": 1, "enable.idempotence": False, "isolation.level": "read_uncommitted",
-                                   "auto.commit": True, "subscribe": True},
-                           broker={"min.insync.replicas": 1, "unclean.leader.election.enable": True},
-                           drain={"complete": False})
+    permissive = base_test(
+        client={
+            "acks": 1,
+            "enable.idempotence": False,
+            "isolation.level": "read_uncommitted",
+            "auto.commit": True,
+            "subscribe": True,
+        },
+        broker={"min.insync.replicas": 1, "unclean.leader.election.enable": True},
+        drain={"complete": False},
+    )
     assert not allowed.allowed(name, permissive)
     assert allowed.describe(name) and "no description" not in allowed.describe(name)
 
@@ -72,11 +102,13 @@ def test_verdict_rules():
 
 
 def test_nemesis_windows_pair_faults_with_their_heals():
-    ops = [{"op": 1, "f": "kill", "value": {"killed": ["n2"], "role": "leader:3"}, "time": 100},
-           {"op": 3, "f": "start-partition", "value": {"isolated": [["n1"], ["n2", "n3"]]}, "time": 150},
-           {"op": 5, "f": "kill", "value": {"killed": ["n3"]}, "time": 160},
-           {"op": 7, "f": "start", "value": {"started": ["n2"]}, "time": 200},
-           {"op": 9, "f": "stop-partition", "value": {"healed": True}, "time": 300}]
+    ops = [
+        {"op": 1, "f": "kill", "value": {"killed": ["n2"], "role": "leader:3"}, "time": 100},
+        {"op": 3, "f": "start-partition", "value": {"isolated": [["n1"], ["n2", "n3"]]}, "time": 150},
+        {"op": 5, "f": "kill", "value": {"killed": ["n3"]}, "time": 160},
+        {"op": 7, "f": "start", "value": {"started": ["n2"]}, "time": 200},
+        {"op": 9, "f": "stop-partition", "value": {"healed": True}, "time": 300},
+    ]
     windows = nemesis_windows.windows(ops)
     labels = [w["label"] for w in windows]
     assert labels == ["kill n2 (leader:3)", "partition n1 | n2 n3", "kill n3"]
@@ -89,28 +121,42 @@ def test_nemesis_windows_pair_faults_with_their_heals():
 def test_windows_of_the_current_schema_close_by_nodes_and_clients():
     """Values carry `nodes` and `clients` (docs/HISTORY.md); a power cut and a
     lone leader are closed by their own heals, a client kill is an instant."""
-    ops = [{"op": 1, "f": "power-off", "value": {"nodes": ["n1", "n2"], "role": "minority"}, "time": 100},
-           {"op": 3, "f": "start-lone-leader", "value": {"nodes": ["n3"]}, "time": 110},
-           {"op": 5, "f": "pause", "value": {"nodes": [], "clients": [4, 7]}, "time": 120},
-           {"op": 7, "f": "kill-client", "value": {"nodes": [], "clients": [2]}, "time": 130},
-           {"op": 9, "f": "resume", "value": {"nodes": [], "clients": [4, 7]}, "time": 140},
-           {"op": 11, "f": "stop-lone-leader", "value": {"nodes": ["n3"]}, "time": 150},
-           {"op": 13, "f": "power-on", "value": {"nodes": ["n1", "n2"]}, "time": 160}]
+    ops = [
+        {"op": 1, "f": "power-off", "value": {"nodes": ["n1", "n2"], "role": "minority"}, "time": 100},
+        {"op": 3, "f": "start-lone-leader", "value": {"nodes": ["n3"]}, "time": 110},
+        {"op": 5, "f": "pause", "value": {"nodes": [], "clients": [4, 7]}, "time": 120},
+        {"op": 7, "f": "kill-client", "value": {"nodes": [], "clients": [2]}, "time": 130},
+        {"op": 9, "f": "resume", "value": {"nodes": [], "clients": [4, 7]}, "time": 140},
+        {"op": 11, "f": "stop-lone-leader", "value": {"nodes": ["n3"]}, "time": 150},
+        {"op": 13, "f": "power-on", "value": {"nodes": ["n1", "n2"]}, "time": 160},
+    ]
     windows = nemesis_windows.windows(ops)
     assert [(w["label"], w["stop_index"]) for w in windows] == [
-        ("power-off n1 n2 (minority)", 13), ("lone-leader n3", 11), ("pause clients 4 7", 9),
-        ("kill-client client 2", 7)]
-    assert nemesis_windows.active(windows, 135) == ["power-off n1 n2 (minority)", "lone-leader n3",
-                                                    "pause clients 4 7"]
+        ("power-off n1 n2 (minority)", 13),
+        ("lone-leader n3", 11),
+        ("pause clients 4 7", 9),
+        ("kill-client client 2", 7),
+    ]
+    assert nemesis_windows.active(windows, 135) == ["power-off n1 n2 (minority)", "lone-leader n3", "pause clients 4 7"]
     assert nemesis_windows.active(windows, 155) == ["power-off n1 n2 (minority)"]
 
 
 def test_netem_window_says_what_was_applied_and_whether_emulated():
-    ops = [{"op": 1, "f": "start-netem", "time": 100,
-            "value": {"nodes": ["n1"], "netem": "loss 20%", "applied_by": {"n1": "tc netem qdisc"}}},
-           {"op": 3, "f": "stop-netem", "value": {"nodes": ["n1"]}, "time": 200},
-           {"op": 5, "f": "start-netem", "time": 300,
-            "value": {"nodes": ["n2"], "netem": "delay 200ms", "applied_by": {"n2": NETEM_EMULATED}}}]
+    ops = [
+        {
+            "op": 1,
+            "f": "start-netem",
+            "time": 100,
+            "value": {"nodes": ["n1"], "netem": "loss 20%", "applied_by": {"n1": "tc netem qdisc"}},
+        },
+        {"op": 3, "f": "stop-netem", "value": {"nodes": ["n1"]}, "time": 200},
+        {
+            "op": 5,
+            "f": "start-netem",
+            "time": 300,
+            "value": {"nodes": ["n2"], "netem": "delay 200ms", "applied_by": {"n2": NETEM_EMULATED}},
+        },
+    ]
     labels = [w["label"] for w in nemesis_windows.windows(ops)]
     assert labels == ["netem n1: loss 20%", "netem n2: delay 200ms (emulated)"]
 

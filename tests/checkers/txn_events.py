@@ -16,8 +16,10 @@ def op(process, f, mops=None, type="ok", **fields) -> list[dict]:
         else:
             invoke_mops.append(dict(mop))
     carried = {k: v for k, v in fields.items() if k in ("txn_id", "group", "keys")}
-    return [{"process": process, "type": "invoke", "f": f, "mops": invoke_mops, **carried},
-            {"process": process, "type": type, "f": f, "mops": mops, **fields}]
+    return [
+        {"process": process, "type": "invoke", "f": f, "mops": invoke_mops, **carried},
+        {"process": process, "type": type, "f": f, "mops": mops, **fields},
+    ]
 
 
 def send(key, value, offset=None, source=None) -> dict:

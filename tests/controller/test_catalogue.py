@@ -40,9 +40,22 @@ def test_every_claim_of_the_shipped_catalogue_is_valid_and_has_both_sides():
     claims = catalogue.load()
     assert len(claims) >= 13
     names = {c.name for c in claims}
-    for wanted in ("acks", "min-isr", "unclean-election", "replication-factor", "idempotence",
-                   "in-flight-order", "producer-restart", "read-committed", "zombie-fencing",
-                   "eos-commit-after", "eos-commit-before", "auto-commit", "hanging-transaction", "power-loss"):
+    for wanted in (
+        "acks",
+        "min-isr",
+        "unclean-election",
+        "replication-factor",
+        "idempotence",
+        "in-flight-order",
+        "producer-restart",
+        "read-committed",
+        "zombie-fencing",
+        "eos-commit-after",
+        "eos-commit-before",
+        "auto-commit",
+        "hanging-transaction",
+        "power-loss",
+    ):
         assert wanted in names
     for claim in claims:
         assert claim.promise and claim.expected
@@ -61,15 +74,18 @@ def test_an_entry_becomes_gregor_run_arguments_side_over_shared(tmp_path):
     assert claim.lab == {"replica.lag.time.max.ms": "5000"}
 
 
-@pytest.mark.parametrize("change, message", [
-    (('acks = "1"', 'acks = "2"'), "invalid choice"),
-    (('expected = ["lost-write", "unseen"]', 'expected = []'), "non-empty list"),
-    (('keys = 2', 'keys = 2\nlab = "x"'), "lab"),
-    (('acks = "1"', 'acks = "1"\nseed = 3'), "--seed"),
-    (('name = "demo-claim"', 'name = "Demo Claim"'), "lower-case"),
-    (('nemesis = "kill"', 'nemesis = "explode"'), "explode"),
-    (('promise = "Safe keeps it; unsafe breaks it."', 'promis = "x"'), "unknown field"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (('acks = "1"', 'acks = "2"'), "invalid choice"),
+        (('expected = ["lost-write", "unseen"]', "expected = []"), "non-empty list"),
+        (("keys = 2", 'keys = 2\nlab = "x"'), "lab"),
+        (('acks = "1"', 'acks = "1"\nseed = 3'), "--seed"),
+        (('name = "demo-claim"', 'name = "Demo Claim"'), "lower-case"),
+        (('nemesis = "kill"', 'nemesis = "explode"'), "explode"),
+        (('promise = "Safe keeps it; unsafe breaks it."', 'promis = "x"'), "unknown field"),
+    ],
+)
 def test_a_bad_entry_is_refused_in_one_line_naming_the_claim(tmp_path, change, message):
     with pytest.raises(GregorError, match=message) as error:
         catalogue.load(write(tmp_path, GOOD.replace(*change)))
@@ -84,17 +100,23 @@ def test_select_by_name_and_unknown_names():
 
 
 def anomaly(count, allowed, *times):
-    return {"count": count, "allowed": allowed, "why_allowed": "acks=1" if allowed else None,
-            "examples": [{"time_s": t} for t in times]}
+    return {
+        "count": count,
+        "allowed": allowed,
+        "why_allowed": "acks=1" if allowed else None,
+        "examples": [{"time_s": t} for t in times],
+    }
 
 
 def test_the_unsafe_side_detects_with_an_expected_anomaly_and_times_the_first(tmp_path):
     claim = catalogue.load(write(tmp_path, GOOD))[0]
-    results = {"verdict": "valid", "anomalies": {"lost-write": anomaly(3, True, 12.5, 30.0),
-                                                 "duplicate": anomaly(2, True, 4.0)}}
+    results = {
+        "verdict": "valid",
+        "anomalies": {"lost-write": anomaly(3, True, 12.5, 30.0), "duplicate": anomaly(2, True, 4.0)},
+    }
     judged = catalogue.judge(claim, "unsafe", results, {"drain": {"complete": True}})
     assert judged["detected"] and judged["expected_found"] == ["lost-write"]
-    assert judged["first_s"] == 12.5            # the duplicate at 4 s is not what the claim is about
+    assert judged["first_s"] == 12.5  # the duplicate at 4 s is not what the claim is about
     assert judged["clean"] and judged["bad"] == []
 
 
@@ -107,19 +129,32 @@ def test_unseen_counts_only_after_a_complete_drain(tmp_path):
 
 def test_a_bad_anomaly_on_the_safe_side_is_a_finding_and_permitted_ones_are_not(tmp_path):
     claim = catalogue.load(write(tmp_path, GOOD))[0]
-    judged = catalogue.judge(claim, "safe", {"anomalies": {"duplicate": anomaly(4, True, 3.0),
-                                                           "lost-write": anomaly(1, False, 41.0)}}, {})
+    judged = catalogue.judge(
+        claim, "safe", {"anomalies": {"duplicate": anomaly(4, True, 3.0), "lost-write": anomaly(1, False, 41.0)}}, {}
+    )
     assert not judged["clean"] and judged["bad"] == ["lost-write"] and judged["first_s"] == 41.0
     assert catalogue.judge(claim, "safe", {"anomalies": {"duplicate": anomaly(4, True)}}, {})["clean"]
 
 
 def test_side_figures_count_hits_errors_and_the_median_time():
-    runs = [{"error": None, "detected": True, "clean": True, "first_s": 10.0,
-             "anomalies": {"lost-write": {"count": 2, "allowed": True}}},
-            {"error": None, "detected": True, "clean": True, "first_s": 30.0,
-             "anomalies": {"lost-write": {"count": 1, "allowed": True}}},
-            {"error": None, "detected": False, "clean": True, "first_s": None, "anomalies": {}},
-            {"error": "gregor run exited 2"}]
+    runs = [
+        {
+            "error": None,
+            "detected": True,
+            "clean": True,
+            "first_s": 10.0,
+            "anomalies": {"lost-write": {"count": 2, "allowed": True}},
+        },
+        {
+            "error": None,
+            "detected": True,
+            "clean": True,
+            "first_s": 30.0,
+            "anomalies": {"lost-write": {"count": 1, "allowed": True}},
+        },
+        {"error": None, "detected": False, "clean": True, "first_s": None, "anomalies": {}},
+        {"error": "gregor run exited 2"},
+    ]
     figures = catalogue.side_figures(runs, "unsafe")
     assert (figures["runs"], figures["completed"], figures["errors"], figures["hits"]) == (4, 3, 1, 2)
     assert figures["median_first_s"] == 20.0
@@ -129,8 +164,14 @@ def test_side_figures_count_hits_errors_and_the_median_time():
 
 def _catalogue(started, argv, runs, version=None):
     side = {"arguments": argv, "runs": runs}
-    return {"started": started, "backend": "local", "system": "kafka", "version": version, "time_limit_s": 60.0,
-            "claims": [{"name": "acks", "promise": "p", "sides": {"unsafe": side, "safe": dict(side, runs=[])}}]}
+    return {
+        "started": started,
+        "backend": "local",
+        "system": "kafka",
+        "version": version,
+        "time_limit_s": 60.0,
+        "claims": [{"name": "acks", "promise": "p", "sides": {"unsafe": side, "safe": dict(side, runs=[])}}],
+    }
 
 
 def test_merged_catalogues_count_runs_of_the_newest_settings_only():

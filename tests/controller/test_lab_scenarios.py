@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from backend_params import lab_name
+
 from nemesis.faults import START_F
 
 pytestmark = pytest.mark.lab
@@ -33,9 +33,29 @@ def catalogue(tmp_path_factory):
     store = tmp_path_factory.mktemp("scenarios") / "store"
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "scenarios", "--only", ",".join(CLAIMS), "--runs", "1",
-         "--seed", "1", "--time-limit", SECONDS, "--lab", lab_name("scn"), "--store", str(store)],
-        cwd=root, capture_output=True, text=True, timeout=3600)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "scenarios",
+            "--only",
+            ",".join(CLAIMS),
+            "--runs",
+            "1",
+            "--seed",
+            "1",
+            "--time-limit",
+            SECONDS,
+            "--lab",
+            lab_name("scn"),
+            "--store",
+            str(store),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     directory = next((store / "scenarios").iterdir())
     return directory, json.loads((directory / "scenarios.json").read_text()), result.stdout
@@ -56,7 +76,7 @@ def test_the_unsafe_side_breaks_the_promise_and_the_safe_side_keeps_it(catalogue
     if not safe["clean"] and name == "read-committed":
         reuse = sequence_reuse_losses((directory / safe["report"]).parent, safe["bad"])
         if reuse:  # a finding about Kafka 3.9.1 and librdkafka, not about Gregor: shown, not failed
-            warnings.warn(f"{name}: safe side lost writes as docs/SCENARIOS.md describes: {reuse}")
+            warnings.warn(f"{name}: safe side lost writes as docs/SCENARIOS.md describes: {reuse}", stacklevel=2)
             return
     assert safe["clean"], f"{name}: safe side showed bad anomalies {safe['bad']}"
     assert (directory / unsafe["report"]).exists() and (directory / safe["report"]).exists()
@@ -89,16 +109,23 @@ def sequence_reuse_losses(run_dir: Path, bad: list) -> list:
             txns.setdefault(event["process"], []).append(event)
 
     def sends(op, key, value=None):
-        return any(m.get("f") == "send" and m.get("key") == key and value in (None, m.get("value"))
-                   for m in op.get("mops") or [])
+        return any(
+            m.get("f") == "send" and m.get("key") == key and value in (None, m.get("value"))
+            for m in op.get("mops") or []
+        )
 
     lost = []
     for example in anomalies["lost-write"]["examples"]:
         key, value = example["key"], example["value"]
         to_key = [[op for op in ops if sends(op, key)] for ops in txns.values()]
-        if not any(op["type"] == "ok" and sends(op, key, value)
-                   and before["type"] == "fail" and before.get("error") == "_TIMED_OUT"
-                   for ops in to_key for before, op in zip(ops, ops[1:])):
+        if not any(
+            op["type"] == "ok"
+            and sends(op, key, value)
+            and before["type"] == "fail"
+            and before.get("error") == "_TIMED_OUT"
+            for ops in to_key
+            for before, op in zip(ops, ops[1:])
+        ):
             return []
         lost.append((key, value))
     keys = {key for key, _ in lost}

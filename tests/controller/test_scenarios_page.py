@@ -17,16 +17,31 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 def run(detected=True, clean=True, first_s=12.0, anomalies=None, number=1, error=None):
     if error:
         return {"error": error, "log": f"logs/x-{number}.log", "seed": number}
-    return {"error": None, "seed": number, "verdict": "valid" if clean else "invalid", "detected": detected,
-            "clean": clean, "first_s": first_s, "anomalies": anomalies or {},
-            "report": f"runs/x/2026112{number}T000000/report.html"}
+    return {
+        "error": None,
+        "seed": number,
+        "verdict": "valid" if clean else "invalid",
+        "detected": detected,
+        "clean": clean,
+        "first_s": first_s,
+        "anomalies": anomalies or {},
+        "report": f"runs/x/2026112{number}T000000/report.html",
+    }
 
 
 def claim(name, unsafe_runs, safe_runs, note="<b>bold</b> note"):
-    entry = {"name": name, "promise": f"the promise of {name} <script>alert(1)</script>", "note": note,
-             "expected": ["lost-write"], "lab": {"replica.lag.time.max.ms": "4000"}, "storage": "disk",
-             "sides": {"unsafe": {"settings": "acks=1", "arguments": ["--acks", "1"], "runs": unsafe_runs},
-                       "safe": {"settings": "acks=all", "arguments": ["--acks", "all"], "runs": safe_runs}}}
+    entry = {
+        "name": name,
+        "promise": f"the promise of {name} <script>alert(1)</script>",
+        "note": note,
+        "expected": ["lost-write"],
+        "lab": {"replica.lag.time.max.ms": "4000"},
+        "storage": "disk",
+        "sides": {
+            "unsafe": {"settings": "acks=1", "arguments": ["--acks", "1"], "runs": unsafe_runs},
+            "safe": {"settings": "acks=all", "arguments": ["--acks", "all"], "runs": safe_runs},
+        },
+    }
     entry["figures"] = {side: catalogue.side_figures(entry["sides"][side]["runs"], side) for side in catalogue.SIDES}
     return entry
 
@@ -36,13 +51,25 @@ BAD = {"lost-write": {"count": 1, "allowed": False, "why_allowed": None}}
 
 
 def summary():
-    return {"started": "2026-11-23T00:00:00Z", "runs_per_side": 2, "seed": 1, "time_limit_s": 60,
-            "backend": "local", "system": "kafka", "version": "3.9.1", "finished": True,
-            "command": "gregor scenarios --runs 2",
-            "claims": [claim("kept", [run(anomalies=LOST), run(detected=False, first_s=None, number=2)],
-                             [run(), run(number=2)]),
-                       claim("broken", [run(anomalies=LOST), run(error="gregor run exited 2", number=2)],
-                             [run(clean=False, first_s=41.0, anomalies=BAD), run(number=2)])]}
+    return {
+        "started": "2026-11-23T00:00:00Z",
+        "runs_per_side": 2,
+        "seed": 1,
+        "time_limit_s": 60,
+        "backend": "local",
+        "system": "kafka",
+        "version": "3.9.1",
+        "finished": True,
+        "command": "gregor scenarios --runs 2",
+        "claims": [
+            claim("kept", [run(anomalies=LOST), run(detected=False, first_s=None, number=2)], [run(), run(number=2)]),
+            claim(
+                "broken",
+                [run(anomalies=LOST), run(error="gregor run exited 2", number=2)],
+                [run(clean=False, first_s=41.0, anomalies=BAD), run(number=2)],
+            ),
+        ],
+    }
 
 
 class Cells(HTMLParser):
@@ -86,13 +113,16 @@ def test_a_truncated_log_is_shown_even_when_no_anomaly_counts_it():
     assert "run 1: not detected, log truncated" in page and "run 2: detected<" in page
     assert render(summary()).count("truncated below") == 0
     line = describe_run({"error": None, "anomalies": {}, "detected": False, "truncated": ["0", "3"]}, "unsafe")
-    assert line == "NOT detected (no anomaly); the drain found the log of keys 0, 3 truncated below acknowledged offsets"
+    assert (
+        line == "NOT detected (no anomaly); the drain found the log of keys 0, 3 truncated below acknowledged offsets"
+    )
 
 
 @pytest.mark.browser
 def test_the_page_in_a_real_browser(tmp_path):
     pytest.importorskip("selenium")
     from reports.browser import full_page_png, headless_chromium
+
     path = write_page(tmp_path, summary())
     with headless_chromium(1400, 900) as driver:
         driver.get(path.as_uri())

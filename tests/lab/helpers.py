@@ -6,9 +6,8 @@ import os
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
-
 from backend_params import lab_name
+from confluent_kafka import Consumer, Producer
 
 LAB_NAME = lab_name("labt")  # our own lab name, so other engineers' labs ("nem") never collide
 
@@ -26,8 +25,15 @@ def produce(bootstrap: str, topic: str, values: list[str], timeout: float = 60) 
         else:
             errors.append(err.str())
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": int(timeout * 1000),
+        }
+    )
     for value in values:
         producer.produce(topic, value=value.encode(), on_delivery=on_delivery)
         producer.poll(0)
@@ -38,8 +44,14 @@ def produce(bootstrap: str, topic: str, values: list[str], timeout: float = 60) 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list[str]:
     """Reads the topic from its start until `expected` records arrived."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{time.time_ns()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     values: list[str] = []
     try:
         consumer.subscribe([topic])

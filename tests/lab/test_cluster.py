@@ -80,8 +80,13 @@ def test_after_sigkill_of_a_leader_the_cluster_serves_and_the_broker_rejoins(lab
 
 
 def _connect_cmd(ip: str, port: int = 9092) -> list[str]:
-    return ["python3", "-c", "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)",
-            ip, str(port)]
+    return [
+        "python3",
+        "-c",
+        "import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)",
+        ip,
+        str(port),
+    ]
 
 
 def _ping(node, ip) -> bool:
@@ -94,7 +99,7 @@ def test_drop_to_cuts_one_way_and_heal_restores(lab):
     assert _ping(n1, n2.address)
     n1.drop_to([n2.address])
     try:
-        assert not _ping(n1, n2.address)          # n1 cannot send to n2
+        assert not _ping(n1, n2.address)  # n1 cannot send to n2
         assert "GREGOR-OUT" in n1.exec(["iptables", "-S", "GREGOR-OUT"]).stdout
     finally:
         n1.heal_network()
@@ -105,7 +110,7 @@ def test_drop_from_blocks_replies_and_heal_restores(lab):
     n1, n3 = lab.node("n1"), lab.node("n3")
     n1.drop_from(n3.address)
     try:
-        assert not _ping(n1, n3.address)          # replies from n3 never arrive
+        assert not _ping(n1, n3.address)  # replies from n3 never arrive
         assert _ping(n1, lab.node("n2").address)  # other links stay up
     finally:
         n1.heal_network()
@@ -159,10 +164,16 @@ def test_heal_all_undoes_every_fault(lab):
 def test_a_taken_port_gives_a_one_line_error(lab):
     node = lab.node("n3")
     node.stop()
-    listener = subprocess.Popen([*node.exec_prefix(), "python3", "-c",
-                                 "import socket,time; s=socket.socket(); "
-                                 "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-                                 f"s.bind(('{node.address}', 9092)); s.listen(); time.sleep(60)"])
+    listener = subprocess.Popen(
+        [
+            *node.exec_prefix(),
+            "python3",
+            "-c",
+            "import socket,time; s=socket.socket(); "
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            f"s.bind(('{node.address}', 9092)); s.listen(); time.sleep(60)",
+        ]
+    )
     try:
         deadline = time.monotonic() + 10
         while "9092" not in node.exec(["ss", "-Htln"]).stdout and time.monotonic() < deadline:
@@ -198,6 +209,7 @@ def test_coordinators_are_found_not_guessed(lab):
     assert admin.txn_coordinator("txn-1") in (1, 2, 3)
     # The controller is the Raft leader all brokers report, whichever broker is asked.
     from harness.systems import wire
+
     answers = {wire.active_controller(n.address, 9092) for n in lab.nodes}
     assert answers == {admin.controller()}
     assert lab.roles().controller() == lab.system.node_of(admin.controller())

@@ -6,7 +6,7 @@ from harness.systems.kafka import system as lab
 
 
 def test_cluster_id_never_starts_with_a_dash(monkeypatch):
-    dash_first = uuid.UUID(bytes=b"\xf8" + bytes(15))   # base64 of 0xf8.. starts with '-'
+    dash_first = uuid.UUID(bytes=b"\xf8" + bytes(15))  # base64 of 0xf8.. starts with '-'
     plain = uuid.UUID(bytes=b"\x10" + bytes(15))
     draws = iter([dash_first, dash_first, plain])
     monkeypatch.setattr(lab.uuid, "uuid4", lambda: next(draws))

@@ -11,8 +11,8 @@ import os
 import subprocess
 
 import pytest
-
 from backend_params import lab_name
+
 from harness.backends import docker_engine, docker_image
 from harness.cli import main
 from harness.lab import Lab
@@ -95,8 +95,9 @@ def test_docker_not_installed_is_one_line(capsys, monkeypatch, tmp_path):
 def test_dockerd_that_cannot_start_says_why(capsys, monkeypatch, tmp_path):
     """A dockerd that fails as a broken engine does (a stand-in script on PATH)."""
     fake = tmp_path / "dockerd"
-    fake.write_text('#!/bin/sh\necho \'time="x" level=fatal msg="failed to start daemon: no space left on device"\'\n'
-                    "exit 1\n")
+    fake.write_text(
+        '#!/bin/sh\necho \'time="x" level=fatal msg="failed to start daemon: no space left on device"\'\nexit 1\n'
+    )
     fake.chmod(0o755)
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(docker_engine, "SOCKET", str(tmp_path / "no-engine.sock"))
@@ -105,9 +106,14 @@ def test_dockerd_that_cannot_start_says_why(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path / "state"))
     assert main(["lab", "up", "--backend", "docker", "--lab", lab_name("dkno")]) == 2
     out, err = capsys.readouterr()
-    assert err.strip() == ("gregor: error: dockerd could not start: failed to start daemon: no space left on "
-                           f"device (log {tmp_path / 'state' / 'dockerd.log'})")
-    assert out.strip() == f"docker: no engine running; starting dockerd (it keeps running; log {tmp_path / 'state' / 'dockerd.log'})"
+    assert err.strip() == (
+        "gregor: error: dockerd could not start: failed to start daemon: no space left on "
+        f"device (log {tmp_path / 'state' / 'dockerd.log'})"
+    )
+    assert (
+        out.strip()
+        == f"docker: no engine running; starting dockerd (it keeps running; log {tmp_path / 'state' / 'dockerd.log'})"
+    )
 
 
 def test_a_stale_pid_file_does_not_stop_dockerd(tmp_path):
@@ -119,7 +125,7 @@ def test_a_stale_pid_file_does_not_stop_dockerd(tmp_path):
     pidfile.write_text("not a pid")
     docker_engine.clear_stale_pidfile(pidfile)
     assert not pidfile.exists()
-    docker_engine.clear_stale_pidfile(pidfile)   # none at all: nothing to do
+    docker_engine.clear_stale_pidfile(pidfile)  # none at all: nothing to do
 
 
 def test_an_engine_that_does_not_answer_is_one_line(capsys, monkeypatch):

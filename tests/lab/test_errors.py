@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-from harness.systems.kafka import install as kafka_install
-from harness.cli import main
 from backend_params import lab_name
+
+from harness.cli import main
+from harness.systems.kafka import install as kafka_install
 from lab.helpers import needs_root
 
 LAB = lab_name("labe")
@@ -78,7 +79,8 @@ def test_second_install_is_cached_and_never_runs_maven(tmp_path):
     first = kafka_install.install(kafka_install.DEFAULT_VERSION, progress=lambda _m: None)
     assert any(first.libs.glob("kafka_2.13-*.jar")) and (first.home / "log4j.properties").is_file()
     messages: list[str] = []
-    second = kafka_install.install(kafka_install.DEFAULT_VERSION, progress=messages.append,
-                                   mvn=str(tmp_path / "no-such-maven"))
+    second = kafka_install.install(
+        kafka_install.DEFAULT_VERSION, progress=messages.append, mvn=str(tmp_path / "no-such-maven")
+    )
     assert second == first
     assert messages == [f"Kafka {first.version} already installed in {first.home}"]

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from backend_params import lab_name
 
 from harness.backends import netns
 from harness.cli import main
 from harness.lab import Lab, state_path
 from harness.paths import labs_dir
-from backend_params import lab_name
 from lab.helpers import leftovers, needs_root
 
 pytestmark = [pytest.mark.lab, needs_root]
@@ -27,8 +27,7 @@ def test_cli_round_trip_leaves_nothing_behind(capsys, version):
     name = lab_name("labc")
     Lab.down(name, progress=lambda _m: None)
     try:
-        assert main(["lab", "up", "--lab", name, "--version", version,
-                     "--broker-config", "log.retention.ms=-1"]) == 0
+        assert main(["lab", "up", "--lab", name, "--version", version, "--broker-config", "log.retention.ms=-1"]) == 0
         out = capsys.readouterr().out
         assert "lab up took" in out and "3 in-sync replicas" in out
         assert "log.retention.ms=-1" in (labs_dir() / name / "n1" / "server.properties").read_text()
@@ -51,8 +50,9 @@ def test_cli_round_trip_leaves_nothing_behind(capsys, version):
 def test_ctrl_c_during_lab_up_leaves_nothing_behind():
     name = lab_name("labi")
     Lab.down(name, progress=lambda _m: None)
-    proc = subprocess.Popen([GREGOR, "lab", "up", "--lab", name, "--nodes", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [GREGOR, "lab", "up", "--lab", name, "--nodes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 30
         while f"{name}-n2" not in netns.namespaces() and time.monotonic() < deadline:

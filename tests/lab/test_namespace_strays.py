@@ -7,8 +7,8 @@ import subprocess
 import time
 
 import pytest
-
 from backend_params import lab_name
+
 from harness.backends.bridge_places import remove_namespaces
 
 pytestmark = pytest.mark.lab

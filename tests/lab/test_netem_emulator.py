@@ -20,14 +20,29 @@ from harness import netfaults
 from harness.backends import netns
 from harness.backends.namespace_node import NamespaceNode
 from harness.errors import GregorError
-from harness.nfqueue_netem import (NF_ACCEPT, NF_DROP, NFQA_PACKET_HDR, NFQA_PAYLOAD, NFQNL_MSG_PACKET,
-                                   NFNL_SUBSYS_QUEUE, NLMSG_ERROR, Emulator, Impairment, _attr, bind_message,
-                                   emulators, hold_seconds, parse_messages, stop_emulators, verdict_message)
+from harness.nfqueue_netem import (
+    NF_ACCEPT,
+    NF_DROP,
+    NFNL_SUBSYS_QUEUE,
+    NFQA_PACKET_HDR,
+    NFQA_PAYLOAD,
+    NFQNL_MSG_PACKET,
+    NLMSG_ERROR,
+    Emulator,
+    Impairment,
+    _attr,
+    bind_message,
+    emulators,
+    hold_seconds,
+    parse_messages,
+    stop_emulators,
+    verdict_message,
+)
 from lab.helpers import needs_root
 
 A, B = "nqa", "nqb"
 A_IP, B_IP = "10.77.0.1", "10.77.0.2"
-NODE_A = NamespaceNode("nqa", A_IP, "/tmp/gregor-test-nqa", A)   # the emulator's tag is the namespace
+NODE_A = NamespaceNode("nqa", A_IP, "/tmp/gregor-test-nqa", A)  # the emulator's tag is the namespace
 
 
 def test_netem_words_become_an_impairment():
@@ -37,8 +52,9 @@ def test_netem_words_become_an_impairment():
     assert netfaults.parse_netem("reorder 30% 50% delay 50ms 10ms")[0] == Impairment(50, 10, 0, 0, 30)
 
 
-@pytest.mark.parametrize("spec, says", [("delay 100", "in ms"), ("loss x%", "not a number"),
-                                        ("corrupt 1%", "cannot emulate 'corrupt'")])
+@pytest.mark.parametrize(
+    "spec, says", [("delay 100", "in ms"), ("loss x%", "not a number"), ("corrupt 1%", "cannot emulate 'corrupt'")]
+)
 def test_a_spec_it_cannot_emulate_is_one_clear_error(spec, says):
     with pytest.raises(GregorError, match=says):
         netfaults.parse_netem(spec)
@@ -51,15 +67,18 @@ def test_hold_times_follow_delay_jitter_and_reorder():
     jittered = [hold_seconds(Impairment(delay_ms=100, jitter_ms=20), rng) for _ in range(4000)]
     assert 0.098 < statistics.mean(jittered) < 0.102 and 0.018 < statistics.stdev(jittered) < 0.022
     reordered = [hold_seconds(Impairment(delay_ms=50, reorder_pct=30), rng) for _ in range(4000)]
-    assert 0.27 < reordered.count(0.0) / len(reordered) < 0.33     # let through at once: they overtake
+    assert 0.27 < reordered.count(0.0) / len(reordered) < 0.33  # let through at once: they overtake
 
 
 def test_queued_packets_are_parsed_and_verdicts_packed():
     payload = bytes(range(28))
-    body = struct.pack("=BBH", 2, 0, 0) + _attr(NFQA_PACKET_HDR, struct.pack("!IHB", 41, 0x0800, 3)) \
+    body = (
+        struct.pack("=BBH", 2, 0, 0)
+        + _attr(NFQA_PACKET_HDR, struct.pack("!IHB", 41, 0x0800, 3))
         + _attr(NFQA_PAYLOAD, payload)
+    )
     message = struct.pack("=IHHII", 16 + len(body), (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET, 0, 0, 0) + body
-    ack = struct.pack("=IHHIIi", 36, NLMSG_ERROR, 0, 1, 0, 0) + bytes(16)    # echoes the request header
+    ack = struct.pack("=IHHIIi", 36, NLMSG_ERROR, 0, 1, 0, 0) + bytes(16)  # echoes the request header
     refused = struct.pack("=IHHIIi", 36, NLMSG_ERROR, 0, 2, 0, -1) + bytes(16)
     assert parse_messages(message + ack + message + refused) == ([(41, payload), (41, payload)], [(1, 0), (2, 1)])
     verdict = verdict_message(7, 41, NF_ACCEPT)
@@ -67,8 +86,8 @@ def test_queued_packets_are_parsed_and_verdicts_packed():
     assert verdict.endswith(struct.pack("!II", NF_ACCEPT, 41))
     bind = bind_message(7, seq=1)
     length, kind, flags, seq = struct.unpack_from("=IHHI", bind)
-    assert (length, kind, flags & 4, seq) == (len(bind), (NFNL_SUBSYS_QUEUE << 8) | 2, 4, 1)   # config, acked
-    assert struct.unpack_from("!H", bind, 18)[0] == 7                                        # queue, big-endian
+    assert (length, kind, flags & 4, seq) == (len(bind), (NFNL_SUBSYS_QUEUE << 8) | 2, 4, 1)  # config, acked
+    assert struct.unpack_from("!H", bind, 18)[0] == 7  # queue, big-endian
 
 
 def _bare_emulator(impairment: Impairment) -> tuple[Emulator, list]:
@@ -91,11 +110,11 @@ def test_a_delayed_packet_is_taken_over_and_sent_when_due():
     emulator._admit(2, large)
     assert log == [("verdict", 1, NF_DROP)]
     emulator._release_due(emulator.held[0][0] - 0.001)
-    assert len(log) == 1                                                  # not due yet
+    assert len(log) == 1  # not due yet
     emulator._release_due(max(due for due, *_ in emulator.held))
     assert log[1:] == [("send", 100, 1), ("verdict", 2, NF_ACCEPT)]
     emulator, log = _bare_emulator(Impairment(duplicate_pct=100))
-    emulator._admit(3, small)                                             # no delay: ACCEPT plus one copy
+    emulator._admit(3, small)  # no delay: ACCEPT plus one copy
     assert log == [("verdict", 3, NF_ACCEPT), ("send", 100, 1)]
     emulator, log = _bare_emulator(Impairment(delay_ms=30, loss_pct=100))
     emulator._admit(4, small)
@@ -104,11 +123,20 @@ def test_a_delayed_packet_is_taken_over_and_sent_when_due():
 
 def test_cleanup_finds_emulators_by_exact_namespace_or_by_lab_prefix():
     """A process that looks like the emulator of namespace "nqab" (it only sleeps)."""
-    fake = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)",
-                             "harness.nfqueue_netem", "--tag", "nqab"], stdout=subprocess.PIPE)
+    fake = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; print('ready', flush=True); time.sleep(60)",
+            "harness.nfqueue_netem",
+            "--tag",
+            "nqab",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
-        assert fake.stdout.readline() == b"ready\n"                 # its cmdline is the new one by now
-        assert emulators("nqa") == []                   # clear_netem("nqa") leaves "nqab" alone
+        assert fake.stdout.readline() == b"ready\n"  # its cmdline is the new one by now
+        assert emulators("nqa") == []  # clear_netem("nqa") leaves "nqab" alone
         assert emulators("nqab") == [fake.pid]
         assert emulators("nqa", prefix=True) == [fake.pid]
         assert stop_emulators("nqab") == 1
@@ -118,6 +146,7 @@ def test_cleanup_finds_emulators_by_exact_namespace_or_by_lab_prefix():
 
 
 # --- real packets -------------------------------------------------------------
+
 
 def _sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
@@ -204,10 +233,10 @@ def test_emulated_delay_is_measured_and_cleared(pair):
 
     try:
         before = round_trip_ms()
-        NODE_A.netem("delay 100ms")      # only A's outgoing packets: +100 ms per round trip
+        NODE_A.netem("delay 100ms")  # only A's outgoing packets: +100 ms per round trip
         during = round_trip_ms()
         NODE_A.netem("delay 100ms 30ms distribution normal")
-        jittered = round_trips_ms(40)          # one delayed packet each: the normal draws themselves
+        jittered = round_trips_ms(40)  # one delayed packet each: the normal draws themselves
         NODE_A.clear_netem()
         after = round_trip_ms()
     finally:
@@ -219,8 +248,12 @@ def test_emulated_delay_is_measured_and_cleared(pair):
     assert 15 <= statistics.stdev(jittered) <= 50, jittered
     assert after < 10
     assert emulators(A) == []
-    assert "NFQUEUE" not in subprocess.run(["ip", "netns", "exec", A, "iptables", "-S", netfaults.CHAIN_NETEM],
-                                           capture_output=True, text=True).stdout
+    assert (
+        "NFQUEUE"
+        not in subprocess.run(
+            ["ip", "netns", "exec", A, "iptables", "-S", netfaults.CHAIN_NETEM], capture_output=True, text=True
+        ).stdout
+    )
 
 
 _SINK = """
@@ -255,8 +288,10 @@ def test_a_delayed_tcp_flow_keeps_its_throughput(pair):
 
 def _send_numbered_datagrams(count: int) -> None:
     """From A to B's port 5001: datagrams "0", "1", ... 2 ms apart."""
-    sender = ("import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-              f"for i in range({count}):\n    s.sendto(str(i).encode(), ('{B_IP}', 5001)); time.sleep(0.002)\n")
+    sender = (
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"for i in range({count}):\n    s.sendto(str(i).encode(), ('{B_IP}', 5001)); time.sleep(0.002)\n"
+    )
     subprocess.run(["ip", "netns", "exec", A, sys.executable, "-c", sender], check=True, timeout=30)
 
 
@@ -270,7 +305,7 @@ def test_emulated_reordering_lets_packets_overtake(pair):
     assert counter.stdout.readline().strip() == "ready"
     _send_numbered_datagrams(sent)
     order = [int(word) for word in counter.communicate(timeout=30)[0].split()]
-    assert sorted(order) == list(range(sent))                             # none lost, none doubled
+    assert sorted(order) == list(range(sent))  # none lost, none doubled
     overtaken = sum(1 for earlier, later in zip(order, order[1:]) if later < earlier)
     assert 0.1 * sent <= overtaken <= 0.5 * sent, overtaken
 
@@ -286,7 +321,7 @@ def test_emulated_duplication_sends_extra_copies(pair):
     assert counter.stdout.readline().strip() == "ready"
     _send_numbered_datagrams(sent)
     received = len(counter.communicate(timeout=30)[0].split())
-    assert 1.35 * sent <= received <= 1.65 * sent, received    # 50% +- about 7 standard deviations
+    assert 1.35 * sent <= received <= 1.65 * sent, received  # 50% +- about 7 standard deviations
 
 
 @pytest.mark.lab
@@ -295,5 +330,5 @@ def test_a_crashed_harness_leaves_no_emulator_after_lab_style_cleanup(pair):
     """The emulator outlives the harness that started it; the sweep by name prefix ends it."""
     NODE_A.netem("delay 20ms")
     assert len(emulators(A)) == 1
-    assert stop_emulators("nq", prefix=True) == 1     # what Lab.down does with "<lab>-"
+    assert stop_emulators("nq", prefix=True) == 1  # what Lab.down does with "<lab>-"
     assert emulators("nq", prefix=True) == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from backend_params import test_backends
 
 
@@ -20,5 +19,5 @@ def lab(request, lab_keeper):
         pytest.skip("the lab needs root")
     found = lab_keeper.get(request.param, dict(getattr(request.module, "LAB_OVERRIDES", {})))
     yield found
-    if lab_keeper.current.get(request.param) is found:   # a test may have taken it down on purpose
+    if lab_keeper.current.get(request.param) is found:  # a test may have taken it down on purpose
         found.heal_all()

@@ -65,8 +65,12 @@ except OSError:
 
 def tcp_connects(node, address: str, port: int = 9092, timeout: float = 1.5) -> bool:
     """Whether a TCP connect from `node` (a node or a client place) reaches address:port in time."""
-    return node.exec([node.python, "-c", _CONNECT, address, str(port), str(timeout)], check=False,
-                     timeout=timeout + 20).returncode == 0
+    return (
+        node.exec(
+            [node.python, "-c", _CONNECT, address, str(port), str(timeout)], check=False, timeout=timeout + 20
+        ).returncode
+        == 0
+    )
 
 
 UDP_PORT = 47123
@@ -117,8 +121,10 @@ def udp_counts(lab, senders=None, count: int = 5, listen_s: float = 3.0) -> dict
 
     def probe(node) -> None:
         dests = [o.address for o in lab.nodes if o is not node] if senders is None or node.name in senders else []
-        results[node.name] = node.exec([node.python, "-c", _PROBE, str(UDP_PORT), str(listen_s), str(count),
-                                        *dests], timeout=listen_s + 30).stdout
+        results[node.name] = node.exec(
+            [node.python, "-c", _PROBE, str(UDP_PORT), str(listen_s), str(count), *dests], timeout=listen_s + 30
+        ).stdout
+
     threads = [threading.Thread(target=probe, args=(node,)) for node in lab.nodes]
     for thread in threads:
         thread.start()
@@ -167,10 +173,26 @@ def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[
 
     root = Path(__file__).resolve().parent.parent.parent
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--lab", lab.name, "--backend", lab.backend.name,
-         "--store", str(store), "--no-check", *args],
-        cwd=root, env={**os.environ, "GREGOR_LAB": lab.name},
-        capture_output=True, text=True, timeout=timeout)
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--lab",
+            lab.name,
+            "--backend",
+            lab.backend.name,
+            "--store",
+            str(store),
+            "--no-check",
+            *args,
+        ],
+        cwd=root,
+        env={**os.environ, "GREGOR_LAB": lab.name},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = sorted(glob.glob(os.path.join(str(store), "*", "2*")))
     assert runs, f"no run directory under {store}"

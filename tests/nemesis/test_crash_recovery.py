@@ -8,12 +8,12 @@ import sys
 import time
 
 import pytest
+from lab.helpers import leftovers
 
+from harness.errors import GregorError
 from harness.lab import Lab
 from harness.procfs import proc_state
 from nemesis.ledger import Ledger
-
-from lab.helpers import leftovers
 
 pytestmark = pytest.mark.lab
 
@@ -29,14 +29,39 @@ def host_rules_naming(lab_name: str) -> list[str]:
 def test_sigkill_mid_fault_then_lab_down_leaves_nothing(lab, tmp_path, lab_keeper):
     name, backend = lab.name, lab.backend.name
     ledger = Ledger.for_lab(name)
-    proc = subprocess.Popen([GREGOR, "run", "--workload", "zombie", "--lab", name, "--backend", backend,
-                             "--store", str(tmp_path), "--time-limit", "120", "--no-check", "--client-netns",
-                             "--concurrency", "4", "--rate", "40", "--nemesis", "partition,pause,kill",
-                             "--nemesis-interval", "2", "--seed", "3"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            GREGOR,
+            "run",
+            "--workload",
+            "zombie",
+            "--lab",
+            name,
+            "--backend",
+            backend,
+            "--store",
+            str(tmp_path),
+            "--time-limit",
+            "120",
+            "--no-check",
+            "--client-netns",
+            "--concurrency",
+            "4",
+            "--rate",
+            "40",
+            "--nemesis",
+            "partition,pause,kill",
+            "--nemesis-interval",
+            "2",
+            "--seed",
+            "3",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:      # a node fault and a paused client at once
+        while time.monotonic() < deadline:  # a node fault and a paused client at once
             entries = ledger.entries()
             node_fault = any(e.get("nodes") for e in entries)
             client_paused = any(c.get("pid") for e in entries for c in e.get("clients", []))
@@ -53,13 +78,14 @@ def test_sigkill_mid_fault_then_lab_down_leaves_nothing(lab, tmp_path, lab_keepe
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert ledger.entries(), "the crash left faults in the ledger"
-    down = subprocess.run([GREGOR, "lab", "down", "--lab", name, "--backend", backend],
-                          capture_output=True, text=True, timeout=180)
+    down = subprocess.run(
+        [GREGOR, "lab", "down", "--lab", name, "--backend", backend], capture_output=True, text=True, timeout=180
+    )
     assert down.returncode == 0, down.stderr
-    lab_keeper.current.pop(backend, None)     # the next module brings it up again
+    lab_keeper.current.pop(backend, None)  # the next module brings it up again
     assert leftovers(name, backend) == []
     assert ledger.entries() == []
     assert host_rules_naming(name) == []
     assert all(proc_state(pid) in (None, "Z") for pid in paused_pids), "a paused client survived"
-    with pytest.raises(Exception):
+    with pytest.raises(GregorError):
         Lab.attach(name, backend=backend)

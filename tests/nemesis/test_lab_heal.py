@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from nemesis.heal import heal_leftovers
-from nemesis.ledger import Ledger
-from harness.procfs import proc_state as process_state
-
 from nemesis_lab_helpers import all_pairs, udp_reachability
 from polling import wait_until
+
+from harness.procfs import proc_state as process_state
+from nemesis.heal import heal_leftovers
+from nemesis.ledger import Ledger
 
 pytestmark = pytest.mark.lab
 
@@ -68,16 +67,29 @@ def start_harness(lab, fault, target, client_pid=None):
     ledger shows a fault in force."""
     ledger = Ledger.for_lab(lab.name)
     assert ledger.entries() == [], "a previous test left faults behind"
-    proc = subprocess.Popen([sys.executable, "-c", HARNESS, str(ROOT), str(HERE), lab.name, fault, target,
-                             str(client_pid) if client_pid else "-"],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HARNESS,
+            str(ROOT),
+            str(HERE),
+            lab.name,
+            fault,
+            target,
+            str(client_pid) if client_pid else "-",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     _STARTED.append(proc)
     deadline = time.monotonic() + 30
     while not ledger.entries():
         assert proc.poll() is None, "the harness exited early"
         assert time.monotonic() < deadline, "no fault was applied within 30 s"
         time.sleep(0.02)
-    time.sleep(0.5)   # the entry is written just before the fault; let it land
+    time.sleep(0.5)  # the entry is written just before the fault; let it land
     return proc, ledger
 
 
@@ -93,7 +105,7 @@ def test_a_client_paused_by_a_crashed_harness_is_resumed_by_heal_leftovers(lab):
         wait_for(lambda: process_state(sleeper.pid) == "T", "the client was not paused")
         crash(proc)
         time.sleep(0.5)
-        assert process_state(sleeper.pid) == "T"      # nobody resumed it
+        assert process_state(sleeper.pid) == "T"  # nobody resumed it
         healed = heal_leftovers(lab)
         assert [e["fault"] for e in healed] == ["pause"]
         assert process_state(sleeper.pid) == "S"

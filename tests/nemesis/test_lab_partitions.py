@@ -4,12 +4,11 @@ only in the direction the grudge says, and all flow again after the heal."""
 import random
 
 import pytest
+from nemesis_lab_helpers import ClientInfo, ListContext, all_pairs, tcp_connects, udp_reachability
 
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step
-
-from nemesis_lab_helpers import ClientInfo, ListContext, all_pairs, tcp_connects, udp_reachability
 
 pytestmark = pytest.mark.lab
 
@@ -42,21 +41,29 @@ def test_isolated_node_refuses_tcp_both_ways_and_the_rest_still_connect(lab, nem
     assert all(tcp_connects(a, b.address) for a in lab.nodes for b in lab.nodes if a is not b)
 
 
-@pytest.mark.parametrize("shape,target", [("one-way-in", "node:n1"), ("one-way-out", "node:n3"),
-                                          ("ring", "all"), ("bridge", "all"), ("halves", "all"),
-                                          ("majority-minority", "minority")])
+@pytest.mark.parametrize(
+    "shape,target",
+    [
+        ("one-way-in", "node:n1"),
+        ("one-way-out", "node:n3"),
+        ("ring", "all"),
+        ("bridge", "all"),
+        ("halves", "all"),
+        ("majority-minority", "minority"),
+    ],
+)
 def test_every_shape_drops_exactly_the_directions_its_grudge_names(lab, nemesis, shape, target):
     ctx, nem = nemesis
     entry = nem.start(Step("partition", target, 1, 1, shape=shape))
     value = ctx.events[-1]["value"]
     assert value["shape"] == ("one-way" if shape.startswith("one-way") else shape)
     want = expected_pairs(lab, value["grudge"])
-    assert want != all_pairs(lab)            # something is cut
+    assert want != all_pairs(lab)  # something is cut
     seen = udp_reachability(lab)
     assert seen == want
-    if shape == "one-way-in":                # n1 hears nobody but is heard
+    if shape == "one-way-in":  # n1 hears nobody but is heard
         assert ("n2", "n1") not in seen and ("n1", "n2") in seen
-    if shape == "one-way-out":               # nobody hears n3, n3 hears all
+    if shape == "one-way-out":  # nobody hears n3, n3 hears all
         assert ("n3", "n1") not in seen and ("n1", "n3") in seen
     nem.stop(entry)
     assert udp_reachability(lab) == all_pairs(lab)
@@ -93,7 +100,8 @@ def test_a_port_cut_drops_only_that_port_from_those_nodes(lab):
         assert all(tcp_connects(n, leader.address, controller_port) for n in others)
         assert tcp_connects(others[0], others[1].address, client_port)
         import socket
-        socket.create_connection((leader.address, client_port), timeout=3).close()   # clients still reach it
+
+        socket.create_connection((leader.address, client_port), timeout=3).close()  # clients still reach it
     finally:
         leader.heal_network()
     assert all(tcp_connects(n, leader.address, client_port) for n in others)

@@ -7,16 +7,15 @@ import os
 import random
 
 import pytest
-
 from backend_params import lab_name
+from nemesis_lab_helpers import ListContext
+
 from harness.errors import GregorError
 from harness.lab import Lab
 from harness.protocols import POWER_LOSS
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step
-
-from nemesis_lab_helpers import ListContext
 
 pytestmark = pytest.mark.lab
 
@@ -37,7 +36,7 @@ def lab():
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     Lab.down(NAME, progress=lambda _m: None, backend="local")
-    Ledger.for_lab(NAME).clear()          # what an interrupted earlier session left
+    Ledger.for_lab(NAME).clear()  # what an interrupted earlier session left
     found = Lab.up(nodes=3, name=NAME, storage="powerfs", progress=lambda _m: None, backend="local")
     try:
         yield found
@@ -94,7 +93,7 @@ def test_a_lone_leader_on_powerfs_dies_by_a_power_cut_and_comes_back(lab):
     assert start["f"] == "start-lone-leader" and start["value"]["death"] == "power-loss"
     (leader,) = start["value"]["nodes"]
     assert lab.node(leader).state() == "dead"
-    assert start["value"]["lost_bytes"] > 0   # the partition's records were never fsynced
+    assert start["value"]["lost_bytes"] > 0  # the partition's records were never fsynced
     healed = nemesis.stop(entry)
     assert healed["healed"] == [leader] and healed["started"] == [leader]
     assert lab.node(leader).state() == "running" and Ledger.for_lab(lab.name).entries() == []
@@ -103,6 +102,7 @@ def test_a_lone_leader_on_powerfs_dies_by_a_power_cut_and_comes_back(lab):
 
 def test_a_backend_without_powerfs_refuses_the_fault_in_one_line():
     from harness.controller.run_cli import check_faults_possible
+
     with pytest.raises(GregorError, match="docker backend cannot inject power-loss"):
         check_faults_possible("docker", [POWER_LOSS])
     with pytest.raises(GregorError, match="cannot cut power"):

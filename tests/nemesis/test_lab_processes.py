@@ -6,17 +6,15 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from nemesis_lab_helpers import ClientInfo, ListContext, udp_counts
 
 from harness import netfaults
 from harness.backends import netns
 from harness.errors import GregorError
 from harness.procfs import proc_state
-
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step
-
-from nemesis_lab_helpers import ClientInfo, ListContext, udp_counts
 
 pytestmark = pytest.mark.lab
 
@@ -34,9 +32,11 @@ def admin(lab):
 @pytest.fixture
 def make(lab, admin, tmp_path):
     """A Nemesis over a recording context (keys 0, 1 -> nem-roles/0, /1)."""
+
     def build(**kw):
         ctx = ListContext(lab, keys={"0": [TOPIC, 0], "1": [TOPIC, 1]}, **kw)
         return ctx, Nemesis(ctx, Ledger(tmp_path / "faults.json"), random.Random(5))
+
     yield build
     lab.heal_all()
 
@@ -105,7 +105,9 @@ def test_killing_the_leader_of_a_key_kills_that_leader_and_it_rejoins(lab, admin
     value = ctx.events[-1]["value"]
     assert value["role"] == "leader:1" and value["killed"] == [lab.node_for_broker(before).name]
     assert lab.node_for_broker(before).state() == "dead"
-    new = wait_for("a new leader", lambda: (lambda l: l if l not in (-1, before) else None)(admin.leader(TOPIC, 1)))
+    new = wait_for(
+        "a new leader", lambda: (lambda found: found if found not in (-1, before) else None)(admin.leader(TOPIC, 1))
+    )
     assert new != before
     nem.stop(entry)
     assert ctx.events[-1]["value"]["started"] == [lab.node_for_broker(before).name]
@@ -113,7 +115,7 @@ def test_killing_the_leader_of_a_key_kills_that_leader_and_it_rejoins(lab, admin
     assert sorted(admin.isr(TOPIC, 1)) == [1, 2, 3]
 
 
-@pytest.mark.first_backend_only   # which node a role names is Kafka's answer, not the backend's
+@pytest.mark.first_backend_only  # which node a role names is Kafka's answer, not the backend's
 def test_killing_the_controller_kills_the_active_controller(lab, admin, make):
     ctx, nem = make()
     before = admin.controller()
@@ -124,12 +126,13 @@ def test_killing_the_controller_kills_the_active_controller(lab, admin, make):
     healthy(lab)
 
 
-@pytest.mark.first_backend_only   # which node a role names is Kafka's answer, not the backend's
+@pytest.mark.first_backend_only  # which node a role names is Kafka's answer, not the backend's
 def test_coordinator_targets_hit_the_coordinators_the_cluster_reports(lab, admin, make):
     producer = Producer({"bootstrap.servers": lab.bootstrap_servers, "transactional.id": "nem-tx"})
     producer.init_transactions(60)
-    consumer = Consumer({"bootstrap.servers": lab.bootstrap_servers, "group.id": "nem-g",
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {"bootstrap.servers": lab.bootstrap_servers, "group.id": "nem-g", "auto.offset.reset": "earliest"}
+    )
     try:
         consumer.subscribe([TOPIC])
         wait_for("a group assignment", lambda: consumer.poll(0.5) or consumer.assignment(), timeout=60)
@@ -162,7 +165,7 @@ def test_netem_loss_drops_the_share_of_packets_it_says(lab, make):
     lossy = udp_counts(lab, senders=["n1"], count=sent)
     for dest in ("n2", "n3"):
         lost = 1 - lossy[("n1", dest)] / sent
-        assert 0.10 <= lost <= 0.32, (dest, lost)        # 20% +- 4 standard deviations
+        assert 0.10 <= lost <= 0.32, (dest, lost)  # 20% +- 4 standard deviations
     nem.stop(entry)
     assert udp_counts(lab, senders=["n1"], count=sent)[("n1", "n2")] == sent
 
@@ -174,7 +177,7 @@ def test_netem_delay_adds_the_latency_it_says(lab, make):
     ctx, nem = make()
     n1, n2 = lab.node("n1"), lab.node("n2")
     before = tcp_connect_ms(n2, n1.address)
-    entry = nem.start(Step("netem", "node:n1", 1, 1, profile="delay"))   # 200 ms +- 50 ms
+    entry = nem.start(Step("netem", "node:n1", 1, 1, profile="delay"))  # 200 ms +- 50 ms
     qdisc = netns.netem_available()
     assert ctx.events[-1]["value"]["applied_by"] == {"n1": netfaults.NETEM_QDISC if qdisc else netfaults.NETEM_EMULATED}
     during = tcp_connect_ms(n2, n1.address)

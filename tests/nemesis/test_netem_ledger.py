@@ -28,7 +28,7 @@ def test_ledger_keeps_entries_until_removed_and_survives_a_new_instance(tmp_path
     ledger = Ledger(tmp_path / "lab-faults.json")
     a = ledger.add({"fault": "kill", "nodes": ["n2"]})
     b = ledger.add({"fault": "pause", "nodes": [], "clients": [{"pid": 1, "starttime": 5}]})
-    again = Ledger(tmp_path / "lab-faults.json")   # as the next run would read it
+    again = Ledger(tmp_path / "lab-faults.json")  # as the next run would read it
     assert [e["id"] for e in again.entries()] == [a["id"], b["id"]]
     assert json.loads((tmp_path / "lab-faults.json").read_text())[1]["clients"][0]["pid"] == 1
     again.remove(a["id"])

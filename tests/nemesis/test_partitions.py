@@ -3,7 +3,8 @@
 import random
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.errors import GregorError
 from nemesis import partitions as p
@@ -91,8 +92,11 @@ def test_shapes_need_enough_nodes():
 
 def test_value_lists_the_grudge_for_the_history():
     part = p.isolate(["n1", "n2", "n3"], "n3")
-    assert part.value() == {"shape": "isolate", "isolated": [["n3"], ["n1", "n2"]],
-                            "grudge": {"n1": ["n3"], "n2": ["n3"], "n3": ["n1", "n2"]}}
+    assert part.value() == {
+        "shape": "isolate",
+        "isolated": [["n3"], ["n1", "n2"]],
+        "grudge": {"n1": ["n3"], "n2": ["n3"], "n3": ["n1", "n2"]},
+    }
 
 
 class _Cut:
@@ -116,9 +120,11 @@ class _Lab:
 
 def test_client_cuts_drop_the_direction_their_shape_names():
     addresses = ["10.0.0.1", "10.0.0.2"]
-    for shape, want in (("client", [("drop_to", addresses), ("drop_from", addresses)]),
-                        ("client-one-way", [("drop_to", addresses)]),
-                        ("client-deaf", [("drop_from", addresses)])):
+    for shape, want in (
+        ("client", [("drop_to", addresses), ("drop_from", addresses)]),
+        ("client-one-way", [("drop_to", addresses)]),
+        ("client-deaf", [("drop_from", addresses)]),
+    ):
         lab = _Lab()
         p.cut_client(lab, "c1", addresses, p.CLIENT_CUTS[shape])
         assert lab.log == want, shape

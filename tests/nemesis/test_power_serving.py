@@ -35,7 +35,12 @@ def test_a_node_serves_when_its_client_address_accepts_connections():
 def test_a_power_cut_needs_room_for_the_brokers_restart(monkeypatch, tmp_path):
     monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path))
     ctx = SimpleNamespace(lab=SimpleNamespace(name="unit"))
-    runner = NemesisRunner(ctx, faults=["power-loss", "kill"], interval_s=8, tail_s=8,
-                           deadline=time.monotonic() + 8 + 10 + power.RESTART_S / 2)
+    runner = NemesisRunner(
+        ctx,
+        faults=["power-loss", "kill"],
+        interval_s=8,
+        tail_s=8,
+        deadline=time.monotonic() + 8 + 10 + power.RESTART_S / 2,
+    )
     assert runner.room_for(Step("kill", "node:n1", quiet_s=0, hold_s=8))
     assert not runner.room_for(Step("power-loss", "all", quiet_s=0, hold_s=8))

@@ -14,18 +14,22 @@ from harness import powerfs
 
 TOOL = powerfs.__file__
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"),
-                                reason="powerfs mounts need root and /dev/fuse")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="powerfs mounts need root and /dev/fuse"
+)
 
 
 @pytest.fixture
 def mounted(tmp_path):
     mount, backing, control = tmp_path / "data", tmp_path / "disk", tmp_path / "ctl"
     mount.mkdir()
-    (mount / "old").write_bytes(b"o" * 5000)        # before the mount: durable
+    (mount / "old").write_bytes(b"o" * 5000)  # before the mount: durable
     log = open(tmp_path / "powerfs.log", "wb")
-    daemon = subprocess.Popen([sys.executable, TOOL, "serve", "--mount", str(mount), "--backing", str(backing),
-                               "--control", str(control)], stdout=log, stderr=subprocess.STDOUT)
+    daemon = subprocess.Popen(
+        [sys.executable, TOOL, "serve", "--mount", str(mount), "--backing", str(backing), "--control", str(control)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     assert subprocess.run([sys.executable, TOOL, "wait", "--mount", str(mount), "--timeout", "15"]).returncode == 0
     yield mount, backing, control
     if powerfs.mounted(str(mount)):
@@ -34,8 +38,12 @@ def mounted(tmp_path):
 
 
 def cut(mount, control) -> dict:
-    out = subprocess.run([sys.executable, TOOL, "cut", "--mount", str(mount), "--control", str(control)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, TOOL, "cut", "--mount", str(mount), "--control", str(control)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -50,15 +58,15 @@ def write(path, data, sync):
 def test_a_power_cut_keeps_what_was_fsynced_and_loses_the_rest(mounted):
     mount, backing, control = mounted
     write(mount / "synced", b"s" * 10000, sync=True)
-    write(mount / "synced", b"t" * 3000, sync=False)            # appended after the fsync: lost
-    write(mount / "unsynced", b"u" * 7000, sync=False)           # never fsynced: comes back empty
+    write(mount / "synced", b"t" * 3000, sync=False)  # appended after the fsync: lost
+    write(mount / "unsynced", b"u" * 7000, sync=False)  # never fsynced: comes back empty
     fd = os.open(mount / "old", os.O_RDWR)
-    os.pwrite(fd, b"X" * 10, 100)                                # durable bytes overwritten: rewound
+    os.pwrite(fd, b"X" * 10, 100)  # durable bytes overwritten: rewound
     os.close(fd)
     os.mkdir(mount / "dir")
     write(mount / "dir" / "moved", b"m" * 100, sync=True)
     os.rename(mount / "dir" / "moved", mount / "dir" / "renamed")  # names are durable at once
-    assert (mount / "unsynced").stat().st_size == 7000           # reads see unsynced data before the cut
+    assert (mount / "unsynced").stat().st_size == 7000  # reads see unsynced data before the cut
 
     report = cut(mount, control)
 
@@ -95,7 +103,7 @@ def test_mapped_writes_count_as_synced_only_after_msync(mounted):
 
 def test_after_the_cut_nothing_more_reaches_the_disk(mounted, tmp_path):
     mount, backing, control = mounted
-    fd = os.open(mount / "late", os.O_WRONLY | os.O_CREAT)   # a process that outlives the cut
+    fd = os.open(mount / "late", os.O_WRONLY | os.O_CREAT)  # a process that outlives the cut
     with socket_request(control, "cut"):
         pass
     with pytest.raises(OSError):
@@ -109,6 +117,7 @@ class socket_request:
 
     def __init__(self, control, request):
         import socket
+
         self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.conn.connect(str(control))
         self.conn.sendall((request + "\n").encode())

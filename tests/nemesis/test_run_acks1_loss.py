@@ -10,7 +10,6 @@ Kafka's acks=1 contract, not something the test makes up.
 """
 
 import pytest
-
 from nemesis_lab_helpers import gregor_run, lost_below_read_bound, unread_acked_writes
 
 pytestmark = pytest.mark.lab
@@ -26,15 +25,43 @@ LAB_OVERRIDES = {
 @pytest.mark.first_backend_only
 def test_acks_1_with_leader_kills_loses_acknowledged_writes(lab, tmp_path):
     run_dir, history, test = gregor_run(
-        lab, tmp_path, "--workload", "queue", "--acks", "1", "--idempotence", "false",
-        "--batch", "20", "--rate", "500", "--keys", "4",
-        "--nemesis", "kill", "--nemesis-targets", "leader", "--nemesis-interval", "8",
-        "--time-limit", "30", "--seed", "2", "--drain-time-limit", "20")
-    kills = [e for e in history if e.get("process") == "nemesis" and e["type"] == "info"
-             and e["f"] == "kill" and e["value"].get("killed")]
+        lab,
+        tmp_path,
+        "--workload",
+        "queue",
+        "--acks",
+        "1",
+        "--idempotence",
+        "false",
+        "--batch",
+        "20",
+        "--rate",
+        "500",
+        "--keys",
+        "4",
+        "--nemesis",
+        "kill",
+        "--nemesis-targets",
+        "leader",
+        "--nemesis-interval",
+        "8",
+        "--time-limit",
+        "30",
+        "--seed",
+        "2",
+        "--drain-time-limit",
+        "20",
+    )
+    kills = [
+        e
+        for e in history
+        if e.get("process") == "nemesis" and e["type"] == "info" and e["f"] == "kill" and e["value"].get("killed")
+    ]
     assert kills and all(e["value"]["role"].startswith("leader:") for e in kills)
     unread = unread_acked_writes(history)
     lost = lost_below_read_bound(history)
-    print(f"{len(kills)} leader kills: {len(unread)} acknowledged writes never read, "
-          f"{len(lost)} of them below offsets the drain read past")
+    print(
+        f"{len(kills)} leader kills: {len(unread)} acknowledged writes never read, "
+        f"{len(lost)} of them below offsets the drain read past"
+    )
     assert lost and lost <= unread

@@ -4,28 +4,45 @@ happen, each is healed, and the cluster ends healthy with nothing left."""
 from collections import Counter
 
 import pytest
+from nemesis_lab_helpers import gregor_run
 
 from harness import netfaults
 from harness.procfs import proc_state
 from nemesis.faults import START_F, STOP_F
 from nemesis.ledger import Ledger
 
-from nemesis_lab_helpers import gregor_run
-
 pytestmark = pytest.mark.lab
 
 
 def applied(history, f):
     """Completions of nemesis op f that did something (not skipped/failed)."""
-    return [e for e in history if e.get("process") == "nemesis" and e["type"] == "info" and e["f"] == f
-            and "skipped" not in e["value"] and "failed" not in e["value"]]
+    return [
+        e
+        for e in history
+        if e.get("process") == "nemesis"
+        and e["type"] == "info"
+        and e["f"] == f
+        and "skipped" not in e["value"]
+        and "failed" not in e["value"]
+    ]
 
 
-@pytest.mark.first_backend_only   # CI time: docker's faults and heals have tests of their own
+@pytest.mark.first_backend_only  # CI time: docker's faults and heals have tests of their own
 def test_sixty_second_queue_run_with_faults_ends_healthy_with_nothing_left(lab, tmp_path):
     run_dir, history, test = gregor_run(
-        lab, tmp_path, "--workload", "queue", "--nemesis", "partition,pause,kill",
-        "--nemesis-interval", "5", "--time-limit", "60", "--seed", "0")
+        lab,
+        tmp_path,
+        "--workload",
+        "queue",
+        "--nemesis",
+        "partition,pause,kill",
+        "--nemesis-interval",
+        "5",
+        "--time-limit",
+        "60",
+        "--seed",
+        "0",
+    )
 
     # every fault type was applied, and each application was healed
     for fault in ("partition", "pause", "kill"):

@@ -21,8 +21,7 @@ def test_same_seed_same_plan_other_seed_other_plan():
 
 
 def test_plan_uses_every_fault_and_keeps_client_targets_to_partitions_and_pauses():
-    steps = take(300, faults=["partition", "pause", "kill", "netem"], targets=["one", "client"],
-                 seed=3, interval_s=2)
+    steps = take(300, faults=["partition", "pause", "kill", "netem"], targets=["one", "client"], seed=3, interval_s=2)
     assert {s.fault for s in steps} == {"partition", "pause", "kill", "netem"}
     assert {s.fault for s in steps if s.target == "client"} == {"partition", "pause"}
     assert all(s.profile for s in steps if s.fault == "netem")
@@ -48,7 +47,12 @@ def test_none_means_no_faults_and_unknown_names_are_rejected():
     with pytest.raises(GregorError, match="leader:3"):
         parse_targets("leader:x")
     assert parse_targets("leader:3,txn:t-1,group:g,node:n2,client:zombie") == [
-        "leader:3", "txn:t-1", "group:g", "node:n2", "client:zombie"]
+        "leader:3",
+        "txn:t-1",
+        "group:g",
+        "node:n2",
+        "client:zombie",
+    ]
 
 
 def test_kill_with_only_client_targets_is_refused():
@@ -63,16 +67,21 @@ def parser():
 
 
 def test_options_parse_into_runner_arguments():
-    args = parser().parse_args(["--nemesis", "partition,pause,kill", "--nemesis-interval", "2.5",
-                                "--nemesis-targets", "leader,controller"])
+    args = parser().parse_args(
+        ["--nemesis", "partition,pause,kill", "--nemesis-interval", "2.5", "--nemesis-targets", "leader,controller"]
+    )
     assert (args.nemesis, args.nemesis_interval, args.nemesis_targets) == (
-        ["partition", "pause", "kill"], 2.5, ["leader", "controller"])
+        ["partition", "pause", "kill"],
+        2.5,
+        ["leader", "controller"],
+    )
     defaults = parser().parse_args([])
     assert defaults.nemesis == [] and defaults.nemesis_interval == 10.0 and "leader" in defaults.nemesis_targets
 
 
-@pytest.mark.parametrize("argv", [["--nemesis", "explode"], ["--nemesis-interval", "0"],
-                                  ["--nemesis-targets", "leader:k"]])
+@pytest.mark.parametrize(
+    "argv", [["--nemesis", "explode"], ["--nemesis-interval", "0"], ["--nemesis-targets", "leader:k"]]
+)
 def test_bad_options_exit_with_usage_error(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         parser().parse_args(argv)
@@ -86,16 +95,22 @@ def test_netem_steps_keep_to_the_profiles_the_kernel_can_apply():
 
 
 def test_a_fixed_shape_and_hold_apply_to_every_step():
-    steps = take(50, faults=["partition", "kill"], targets=["one", "leader"], seed=4, interval_s=3,
-                 shape="one-way-in", hold_s=7)
+    steps = take(
+        50, faults=["partition", "kill"], targets=["one", "leader"], seed=4, interval_s=3, shape="one-way-in", hold_s=7
+    )
     assert all(s.hold_s == 7 for s in steps)
     assert {s.shape for s in steps if s.fault == "partition"} == {"one-way-in"}
     assert all(s.shape is None for s in steps if s.fault == "kill")
 
 
 def test_kill_client_takes_client_targets_and_lone_leader_leader_targets():
-    steps = take(200, faults=["kill-client", "lone-leader", "kill"], targets=["client:producer", "leader:0", "one"],
-                 seed=5, interval_s=1)
+    steps = take(
+        200,
+        faults=["kill-client", "lone-leader", "kill"],
+        targets=["client:producer", "leader:0", "one"],
+        seed=5,
+        interval_s=1,
+    )
     assert {s.target for s in steps if s.fault == "kill-client"} == {"client:producer"}
     assert {s.target for s in steps if s.fault == "lone-leader"} == {"leader:0"}
     assert {s.target for s in steps if s.fault == "kill"} == {"leader:0", "one"}
@@ -105,6 +120,7 @@ def test_kill_client_takes_client_targets_and_lone_leader_leader_targets():
 
 def test_a_fixed_shape_must_fit_the_targets():
     from nemesis.schedule import check_shape
+
     check_shape("client-deaf", ["client:producer"])
     check_shape(None, ["one", "client"])
     with pytest.raises(GregorError, match="does not fit target 'one'"):

@@ -14,12 +14,12 @@ import pytest
 
 from harness.errors import GregorError
 from harness.protocols import RoleUnavailable
+from nemesis import targets
 from nemesis.faults import Nemesis
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger
 from nemesis.runner import NemesisRunner
 from nemesis.schedule import Step
-from nemesis import targets
 from nemesis.targets import TargetResolver, TargetUnavailable, parse_target
 
 
@@ -64,16 +64,40 @@ class RecordingNode:
     def _call(self, what, *args):
         self._log.append((what, self.name, *args, len(self._ledger.entries())))
 
-    def drop_from(self, ips): self._call("drop_from", tuple(ips))
-    def drop_to(self, ips): self._call("drop_to", tuple(ips))
-    def heal_network(self): self._call("heal_network")
-    def kill(self): self._call("kill"); self._state = "dead"
-    def start(self): self._call("start"); self._state = "running"
-    def pause(self): self._call("pause"); self._state = "paused"
-    def resume(self): self._call("resume"); self._state = "running"
-    def state(self): return self._state
-    def netem(self, spec): self._call("netem", spec); return "tc netem qdisc"
-    def clear_netem(self): self._call("clear_netem")
+    def drop_from(self, ips):
+        self._call("drop_from", tuple(ips))
+
+    def drop_to(self, ips):
+        self._call("drop_to", tuple(ips))
+
+    def heal_network(self):
+        self._call("heal_network")
+
+    def kill(self):
+        self._call("kill")
+        self._state = "dead"
+
+    def start(self):
+        self._call("start")
+        self._state = "running"
+
+    def pause(self):
+        self._call("pause")
+        self._state = "paused"
+
+    def resume(self):
+        self._call("resume")
+        self._state = "running"
+
+    def state(self):
+        return self._state
+
+    def netem(self, spec):
+        self._call("netem", spec)
+        return "tc netem qdisc"
+
+    def clear_netem(self):
+        self._call("clear_netem")
 
 
 class Ctx:
@@ -86,9 +110,14 @@ class Ctx:
         self.events.append(event)
         return event
 
-    def clients(self): return self._clients
-    def txn_ids(self): return ["tx-a"]
-    def group_ids(self): return []
+    def clients(self):
+        return self._clients
+
+    def txn_ids(self):
+        return ["tx-a"]
+
+    def group_ids(self):
+        return []
 
 
 class Lab:
@@ -99,10 +128,17 @@ class Lab:
         self.nodes = [RecordingNode(f"n{i}", i, self.log, ledger) for i in (1, 2, 3)]
         self.scripted = ScriptedRoles()
 
-    def node(self, name): return next(n for n in self.nodes if n.name == name)
-    def roles(self): return self.scripted
-    def heal_all(self): self.log.append(("heal_all",))
-    def start_node(self, name): self.node(name).start()
+    def node(self, name):
+        return next(n for n in self.nodes if n.name == name)
+
+    def roles(self):
+        return self.scripted
+
+    def heal_all(self):
+        self.log.append(("heal_all",))
+
+    def start_node(self, name):
+        self.node(name).start()
 
 
 @pytest.fixture
@@ -142,7 +178,7 @@ def test_group_sizes_and_unknown_names(world):
 
 def test_missing_roles_are_unavailable_not_guessed(world):
     r = resolver(world)
-    world[0].scripted.leaders[("t0", 0)] = None      # election in progress
+    world[0].scripted.leaders[("t0", 0)] = None  # election in progress
     with pytest.raises(TargetUnavailable, match="no leader of t0-0"):
         r.resolve("leader:0")
     with pytest.raises(TargetUnavailable, match="place of its own"):
@@ -153,7 +189,7 @@ def test_kill_writes_the_ledger_before_killing_and_records_invoke_then_info(worl
     lab, ctx, ledger = world
     nem = Nemesis(ctx, ledger, random.Random(1))
     entry = nem.start(Step("kill", "leader:1", 1, 1))
-    assert lab.log == [("kill", "n3", 1)]            # one ledger entry when kill ran
+    assert lab.log == [("kill", "n3", 1)]  # one ledger entry when kill ran
     assert [(e["type"], e["f"]) for e in ctx.events] == [("invoke", "kill"), ("info", "kill")]
     assert ctx.events[1]["value"]["killed"] == ["n3"] and ctx.events[1]["value"]["role"] == "leader:1"
     assert ctx.events[1]["value"]["nodes"] == ["n3"] and ctx.events[0]["value"]["nodes"] == []
@@ -168,8 +204,11 @@ def test_isolating_the_controller_drops_both_ways(world):
     entry = nem.start(Step("partition", "controller", 1, 1, shape="isolate"))
     assert ctx.events[-1]["value"]["isolated"] == [["n1"], ["n2", "n3"]]
     drops = sorted(c[:3] for c in lab.log)
-    assert drops == [("drop_from", "n1", ("10.9.0.12", "10.9.0.13")),
-                     ("drop_from", "n2", ("10.9.0.11",)), ("drop_from", "n3", ("10.9.0.11",))]
+    assert drops == [
+        ("drop_from", "n1", ("10.9.0.12", "10.9.0.13")),
+        ("drop_from", "n2", ("10.9.0.11",)),
+        ("drop_from", "n3", ("10.9.0.11",)),
+    ]
     nem.stop(entry)
     assert sorted(c[1] for c in lab.log if c[0] == "heal_network") == ["n1", "n2", "n3"]
 
@@ -210,19 +249,23 @@ def test_runner_heals_what_is_in_force_when_stopped_and_stop_is_idempotent(world
 
 def test_a_busy_client_target_takes_only_a_client_working_on_what_it_polled(world, monkeypatch):
     lab, ctx, _ = world
-    ctx._clients = [Client(1, 11, "member"), Client(2, 12, "member", busy_s=0.05),
-                    Client(3, 13, "member", busy_s=0.4), Client(4, 14, "producer", busy_s=0.9)]
+    ctx._clients = [
+        Client(1, 11, "member"),
+        Client(2, 12, "member", busy_s=0.05),
+        Client(3, 13, "member", busy_s=0.4),
+        Client(4, 14, "producer", busy_s=0.9),
+    ]
     r = resolver(world)
     assert {r.resolve("client:member:busy").clients[0].process for _ in range(20)} == {3}
     assert {r.resolve("client:member").clients[0].process for _ in range(40)} == {1, 2, 3}
     monkeypatch.setattr(targets, "BUSY_WAIT_S", 0.1)
     ctx._clients = ctx._clients[:2]
     started = time.monotonic()
-    r.wait_for("client:member:busy")              # before the invoke, so the op stays short
+    r.wait_for("client:member:busy")  # before the invoke, so the op stays short
     assert time.monotonic() - started >= 0.1
     monkeypatch.setattr(targets, "BUSY_WAIT_S", 5.0)
     started = time.monotonic()
-    r.wait_for("client:member")                   # nothing to wait for: well under the 5 s a wait would take
+    r.wait_for("client:member")  # nothing to wait for: well under the 5 s a wait would take
     assert time.monotonic() - started < 2.0
     monkeypatch.setattr(targets, "BUSY_WAIT_S", 0.1)
     with pytest.raises(TargetUnavailable, match="busy for 0.1 s"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = "<script>window.__pwned=1;document.title='PWNED'</script>"
-IMG = "<img src=x onerror=\"window.__pwned=2\">"
+IMG = '<img src=x onerror="window.__pwned=2">'
 HOSTILE_TOPIC = f"t-{SCRIPT}"
 HOSTILE_ERROR = f"NOT_LEADER {IMG}"
 
@@ -38,10 +38,12 @@ def _history(seed: int = 7):
         add({"time": at, "process": "nemesis", "type": "invoke", "f": f})
         add({"time": at + 1_000_000, "process": "nemesis", "type": "info", "f": f, "value": value})
 
-    plan = {4_000_000_000: ("kill", {"killed": ["n2"], "role": f"leader {IMG}"}),
-            9_000_000_000: ("start", {"started": ["n2"]}),
-            12_000_000_000: ("start-partition", {"isolated": [["n1"], ["n2", "n3"]]}),
-            16_000_000_000: ("stop-partition", {"healed": True})}
+    plan = {
+        4_000_000_000: ("kill", {"killed": ["n2"], "role": f"leader {IMG}"}),
+        9_000_000_000: ("start", {"started": ["n2"]}),
+        12_000_000_000: ("start-partition", {"isolated": [["n1"], ["n2", "n3"]]}),
+        16_000_000_000: ("stop-partition", {"healed": True}),
+    }
     while clock < 20_000_000_000:
         for at in [t for t in plan if t <= clock]:
             nemesis(*plan.pop(at), at)
@@ -52,17 +54,39 @@ def _history(seed: int = 7):
         if process % 2 == 0:
             value = next_value[key]
             next_value[key] += 1
-            add({"time": start, "process": process, "type": "invoke", "f": "send",
-                 "mops": [{"f": "send", "key": key, "value": value}]})
+            add(
+                {
+                    "time": start,
+                    "process": process,
+                    "type": "invoke",
+                    "f": "send",
+                    "mops": [{"f": "send", "key": key, "value": value}],
+                }
+            )
             if rng.random() < 0.08:
-                op = add({"time": clock, "process": process, "type": "fail", "f": "send",
-                          "error": "NOT_LEADER_OR_FOLLOWER", "mops": [{"f": "send", "key": key, "value": value}]})
+                op = add(
+                    {
+                        "time": clock,
+                        "process": process,
+                        "type": "fail",
+                        "f": "send",
+                        "error": "NOT_LEADER_OR_FOLLOWER",
+                        "mops": [{"f": "send", "key": key, "value": value}],
+                    }
+                )
                 facts["fail"].append(op)
                 continue
             offset = offsets[key]
             offsets[key] += 1
-            op = add({"time": clock, "process": process, "type": "ok", "f": "send",
-                      "mops": [{"f": "send", "key": key, "value": value, "offset": offset}]})
+            op = add(
+                {
+                    "time": clock,
+                    "process": process,
+                    "type": "ok",
+                    "f": "send",
+                    "mops": [{"f": "send", "key": key, "value": value, "offset": offset}],
+                }
+            )
             facts["send_ok"].append((op, key, value, offset))
         else:
             add({"time": start, "process": process, "type": "invoke", "f": "poll", "mops": [{"f": "poll"}]})
@@ -87,25 +111,58 @@ def _timeseries(events, bucket=1.0):
     out = []
     for (t, f, kind), lat in sorted(rows.items()):
         lat.sort()
-        out.append({"t": t, "f": f, "type": kind, "count": len(lat), "p50_ms": lat[len(lat) // 2],
-                    "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))], "max_ms": lat[-1]})
+        out.append(
+            {
+                "t": t,
+                "f": f,
+                "type": kind,
+                "count": len(lat),
+                "p50_ms": lat[len(lat) // 2],
+                "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+                "max_ms": lat[-1],
+            }
+        )
     return out
 
 
-def make_run(directory: Path, *, verdict: str = "invalid", with_results: bool = True,
-             minimal_results: bool = False, name: str = "kafka-send-kill") -> Path:
+def make_run(
+    directory: Path,
+    *,
+    verdict: str = "invalid",
+    with_results: bool = True,
+    minimal_results: bool = False,
+    name: str = "kafka-send-kill",
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     events, facts = _history()
-    test = {"name": name, "system": "kafka", "version": "3.9.1", "workload": "send", "seed": 7,
-            "backend": "docker", "setup": {"backend": "docker", "system": "kafka", "version": "3.9.1",
-                                           "storage": "local log directories (KRaft)"},
-            "concurrency": 4, "nodes": ["n1", "n2", "n3"],
-            "keys": {"0": ["t0", 0], "1": ["t0", 1], "2": [HOSTILE_TOPIC, 0]},
-            "client": {"acks": "all", "enable.idempotence": False, "isolation.level": "read_committed",
-                       "transactional": False, "auto.commit": False, "subscribe": False},
-            "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, "replication.factor": 3},
-            "drain": {"time_limit_s": 60, "complete": verdict != "unknown"},
-            "nemesis": {"faults": ["kill", "partition"], "interval_s": 5}}
+    test = {
+        "name": name,
+        "system": "kafka",
+        "version": "3.9.1",
+        "workload": "send",
+        "seed": 7,
+        "backend": "docker",
+        "setup": {
+            "backend": "docker",
+            "system": "kafka",
+            "version": "3.9.1",
+            "storage": "local log directories (KRaft)",
+        },
+        "concurrency": 4,
+        "nodes": ["n1", "n2", "n3"],
+        "keys": {"0": ["t0", 0], "1": ["t0", 1], "2": [HOSTILE_TOPIC, 0]},
+        "client": {
+            "acks": "all",
+            "enable.idempotence": False,
+            "isolation.level": "read_committed",
+            "transactional": False,
+            "auto.commit": False,
+            "subscribe": False,
+        },
+        "broker": {"min.insync.replicas": 2, "unclean.leader.election.enable": False, "replication.factor": 3},
+        "drain": {"time_limit_s": 60, "complete": verdict != "unknown"},
+        "nemesis": {"faults": ["kill", "partition"], "interval_s": 5},
+    }
     (directory / "test.json").write_text(json.dumps(test))
     with (directory / "history.jsonl").open("w") as out:
         for event in events:
@@ -122,21 +179,45 @@ def make_run(directory: Path, *, verdict: str = "invalid", with_results: bool = 
     if not with_results:
         return directory
     duration = events[-1]["time"] / 1e9
-    windows = [{"f": "kill", "label": f"kill n2 {IMG}", "start_s": 4.001, "stop_s": 9.001,
-                "value": {"killed": ["n2"]}},
-               {"f": "partition", "label": "partition n1 | n2 n3", "start_s": 12.001, "stop_s": 16.001,
-                "value": {"isolated": [["n1"], ["n2", "n3"]]}}]
+    windows = [
+        {"f": "kill", "label": f"kill n2 {IMG}", "start_s": 4.001, "stop_s": 9.001, "value": {"killed": ["n2"]}},
+        {
+            "f": "partition",
+            "label": "partition n1 | n2 n3",
+            "start_s": 12.001,
+            "stop_s": 16.001,
+            "value": {"isolated": [["n1"], ["n2", "n3"]]},
+        },
+    ]
     anomalies = {}
     if verdict == "invalid":
-        anomalies["lost-write"] = {"count": 3, "allowed": False, "why_allowed": None,
-                                   "description": "an acknowledged write that no consumer ever read",
-                                   "examples": [{"key": lost[1], "value": lost[2], "offset": lost[3],
-                                                 "ops": [lost[0], reader], "nemesis": [f"kill n2 {IMG}"]}]}
-        anomalies["aborted-read"] = {"count": 1, "allowed": False, "why_allowed": None,
-                                     "examples": [{"key": 2, "value": SCRIPT, "offset": 99,
-                                                   "ops": [failed, reader], "nemesis": []}]}
-    anomalies["duplicate"] = {"count": 2, "allowed": True, "why_allowed": "enable.idempotence=false",
-                              "examples": [{"key": 1, "value": 5, "offsets": [5, 7], "ops": [facts["send_ok"][10][0]]}]}
+        anomalies["lost-write"] = {
+            "count": 3,
+            "allowed": False,
+            "why_allowed": None,
+            "description": "an acknowledged write that no consumer ever read",
+            "examples": [
+                {
+                    "key": lost[1],
+                    "value": lost[2],
+                    "offset": lost[3],
+                    "ops": [lost[0], reader],
+                    "nemesis": [f"kill n2 {IMG}"],
+                }
+            ],
+        }
+        anomalies["aborted-read"] = {
+            "count": 1,
+            "allowed": False,
+            "why_allowed": None,
+            "examples": [{"key": 2, "value": SCRIPT, "offset": 99, "ops": [failed, reader], "nemesis": []}],
+        }
+    anomalies["duplicate"] = {
+        "count": 2,
+        "allowed": True,
+        "why_allowed": "enable.idempotence=false",
+        "examples": [{"key": 1, "value": 5, "offsets": [5, 7], "ops": [facts["send_ok"][10][0]]}],
+    }
     results = {"verdict": verdict, "anomalies": anomalies, "cut_short": False}
     if minimal_results:
         (directory / "results.json").write_text(json.dumps(results))
@@ -154,8 +235,14 @@ def make_run(directory: Path, *, verdict: str = "invalid", with_results: bool = 
                 status = "aborted"
             elif offset > 110:
                 status = "acked-unread"
-            statuses.append({"offset": offset, "index": offset, "values": [SCRIPT if status == "aborted" else offset],
-                             "status": status})
+            statuses.append(
+                {
+                    "offset": offset,
+                    "index": offset,
+                    "values": [SCRIPT if status == "aborted" else offset],
+                    "status": status,
+                }
+            )
         topic, partition = test["keys"][key]
         partitions[key] = {"topic": topic, "partition": partition, "truncated": False, "offsets": statuses}
     rows = _timeseries(events)
@@ -165,20 +252,44 @@ def make_run(directory: Path, *, verdict: str = "invalid", with_results: bool = 
     for r in rows:  # the same counts as the charts, so the page agrees with itself
         counts = by_f.setdefault(r["f"], {"ok": 0, "fail": 0, "info": 0})
         counts[r["type"]] = counts.get(r["type"], 0) + r["count"]
-    results.update({
-        "config": {**test["client"], **test["broker"]},
-        "stats": {"ops": ok + fail, "ok": ok, "fail": fail, "info": 0, "events": len(events), "duration_s": duration,
-                  "by_f": by_f,
-                  "latency": [{"f": "send", "type": "ok", "count": ok, "p50_ms": 20.0, "p90_ms": 35.0,
-                               "p99_ms": 39.0, "max_ms": 40.0}],
-                  "timeseries": {"bucket_s": 1.0, "rows": rows},
-                  "lag": {"bucket_s": 1.0, "rows": [{"t": float(t), "key": k, "lag_ms": 10.0 + (900 if 4 <= t <= 9 else 0) + k}
-                                                    for t in range(int(duration)) for k in range(3)]}},
-        "nemesis": windows,
-        "partitions": partitions,
-        "elle": {"available": False, "reason": "no Elle jar configured (--elle-jar or GREGOR_ELLE_JAR)"},
-        "checker": {"engine": "spark", "seconds": 3.2, "events_per_s": 400.0},
-    })
+    results.update(
+        {
+            "config": {**test["client"], **test["broker"]},
+            "stats": {
+                "ops": ok + fail,
+                "ok": ok,
+                "fail": fail,
+                "info": 0,
+                "events": len(events),
+                "duration_s": duration,
+                "by_f": by_f,
+                "latency": [
+                    {
+                        "f": "send",
+                        "type": "ok",
+                        "count": ok,
+                        "p50_ms": 20.0,
+                        "p90_ms": 35.0,
+                        "p99_ms": 39.0,
+                        "max_ms": 40.0,
+                    }
+                ],
+                "timeseries": {"bucket_s": 1.0, "rows": rows},
+                "lag": {
+                    "bucket_s": 1.0,
+                    "rows": [
+                        {"t": float(t), "key": k, "lag_ms": 10.0 + (900 if 4 <= t <= 9 else 0) + k}
+                        for t in range(int(duration))
+                        for k in range(3)
+                    ],
+                },
+            },
+            "nemesis": windows,
+            "partitions": partitions,
+            "elle": {"available": False, "reason": "no Elle jar configured (--elle-jar or GREGOR_ELLE_JAR)"},
+            "checker": {"engine": "spark", "seconds": 3.2, "events_per_s": 400.0},
+        }
+    )
     (directory / "results.json").write_text(json.dumps(results))
     return directory
 

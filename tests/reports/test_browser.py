@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("selenium")
 
 from conftest import SCRIPT, make_run  # noqa: E402
+
 from reports.browser import full_page_png, headless_chromium  # noqa: E402
 from reports.index import write_index  # noqa: E402
 from reports.junit import write_junit  # noqa: E402
@@ -67,7 +68,9 @@ def assert_rendered_and_inert(driver):
         svgs = driver.find_elements("css selector", f"svg.{kind}")
         assert len(svgs) >= least
         for picture in svgs:
-            box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.width, r.height]", picture)
+            box = driver.execute_script(
+                "const r = arguments[0].getBoundingClientRect(); return [r.width, r.height]", picture
+            )
             assert box[0] > 100 and box[1] > 20
     # data actually drawn: polylines with points, shaded fault windows, coloured cells
     assert driver.execute_script("return document.querySelectorAll('svg.chart polyline').length") >= 8
@@ -99,8 +102,10 @@ def test_report_from_a_static_server_renders_the_same(browser, store):
         browser.get(f"{base}/index.html")
         assert severe(browser) == []
         links = [a.get_attribute("href") for a in browser.find_elements("css selector", "tr.run a")]
-        assert links == [f"{base}/kafka-send-calm/20261122T020000/report.html",
-                         f"{base}/kafka-send-kill/20261122T010000/report.html"]
+        assert links == [
+            f"{base}/kafka-send-calm/20261122T020000/report.html",
+            f"{base}/kafka-send-kill/20261122T010000/report.html",
+        ]
         browser.find_elements("css selector", "tr.run a")[1].click()
         assert browser.find_element("id", "verdict").get_attribute("data-verdict") == "invalid"
     finally:

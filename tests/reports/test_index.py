@@ -7,6 +7,7 @@ import json
 import re
 
 from conftest import SCRIPT, make_run
+
 from harness.cli import main
 from reports.index import write_index
 
@@ -21,9 +22,11 @@ def test_lists_every_run_newest_first_with_verdict_and_counts(tmp_path):
     page = (store / "index.html").read_text()
     order = re.findall(r'<tr class="run ([a-z-]+)"><td><a href="([^"]+)"', page)
     assert "2026-11-22 09:00 UTC" in page
-    assert order == [("invalid", "kafka-b/20261122T090000/report.html"),
-                     ("not-checked", "kafka-a/20261121T100000"),
-                     ("valid", "kafka-a/20261120T100000")]
+    assert order == [
+        ("invalid", "kafka-b/20261122T090000/report.html"),
+        ("not-checked", "kafka-a/20261121T100000"),
+        ("valid", "kafka-a/20261120T100000"),
+    ]
     assert "lost-write 3" in page and "duplicate 2" in page
     assert "kafka</td><td>3.9.1</td><td>send</td><td>kill, partition</td>" in page
     assert "Gregor runs (3)" in page

@@ -7,7 +7,8 @@ import json
 import re
 import shutil
 
-from conftest import SCRIPT, IMG, HOSTILE_ERROR, make_run
+from conftest import HOSTILE_ERROR, IMG, SCRIPT, make_run
+
 from harness.cli import main
 from reports.render import write_report
 
@@ -28,8 +29,8 @@ def test_untrusted_strings_are_escaped_everywhere(invalid_run, planted):
     page = page_of(invalid_run)
     for hostile in (SCRIPT, IMG, HOSTILE_ERROR):
         assert hostile not in page
-    assert html.escape(SCRIPT, quote=True) in page          # record value and topic shown as text
-    assert html.escape(HOSTILE_ERROR, quote=True) in page   # broker error text from the history
+    assert html.escape(SCRIPT, quote=True) in page  # record value and topic shown as text
+    assert html.escape(HOSTILE_ERROR, quote=True) in page  # broker error text from the history
     assert html.escape(f"kill n2 {IMG}", quote=True) in page  # nemesis label, also inside SVG
 
 
@@ -50,17 +51,28 @@ def test_bad_anomalies_come_before_permitted_ones(invalid_run):
 
 def test_instances_show_ops_with_process_times_and_outcome(invalid_run):
     page = page_of(invalid_run)
-    section = page[page.index('id="anomaly-aborted-read"'):page.index('id="permitted"')]
+    section = page[page.index('id="anomaly-aborted-read"') : page.index('id="permitted"')]
     assert re.search(r"op \d+: process 0 <b>send</b> <span class=\"outcome fail\">fail</span> \d+\.\d{3}s", section)
     assert re.search(r"op \d+: process 1 <b>poll</b> <span class=\"outcome ok\">ok</span>", section)
-    assert html.escape("t-" + SCRIPT + "-0", quote=True) in section   # topic-partition from test.json keys
+    assert html.escape("t-" + SCRIPT + "-0", quote=True) in section  # topic-partition from test.json keys
 
 
 def test_setup_lists_the_settings_that_decide_guarantees(invalid_run):
     page = page_of(invalid_run)
-    setup = page[page.index('id="setup"'):page.index('id="summary"')]
-    for label in ("backend", "storage", "acks", "enable.idempotence", "isolation.level", "min.insync.replicas",
-                  "unclean leader election", "auto commit", "faults", "duration", "seed"):
+    setup = page[page.index('id="setup"') : page.index('id="summary"')]
+    for label in (
+        "backend",
+        "storage",
+        "acks",
+        "enable.idempotence",
+        "isolation.level",
+        "min.insync.replicas",
+        "unclean leader election",
+        "auto commit",
+        "faults",
+        "duration",
+        "seed",
+    ):
         assert f'<div class="k">{label}</div>' in setup
     assert "kafka 3.9.1" in setup and "kill, partition" in setup
     assert '<div class="k">backend</div><div class="v">docker</div>' in setup
@@ -77,7 +89,7 @@ def test_each_anomalous_partition_has_a_log_picture(invalid_run):
 def test_fault_windows_are_shaded_in_every_time_chart(invalid_run):
     page = page_of(invalid_run)
     charts = re.findall(r'<svg class="chart".*?</svg>', page)
-    assert len(charts) == 6   # send: ok, errors, latency; poll: ok, latency (no errors); lag
+    assert len(charts) == 6  # send: ok, errors, latency; poll: ok, latency (no errors); lag
     for chart in charts:
         assert chart.count('class="fault"') == 2
         assert "partition n1 | n2 n3" in chart
@@ -140,17 +152,29 @@ def test_report_outside_a_store_does_not_index_the_parent(tmp_path, capsys):
 
 def test_malformed_fields_degrade_instead_of_crashing(tmp_path):
     run = make_run(tmp_path / "r", minimal_results=True)
-    (run / "results.json").write_text(json.dumps({
-        "verdict": "invalid",
-        "anomalies": {"lost-write": 3, "duplicate": {"count": "many", "allowed": True, "examples": "none"},
-                      "aborted-read": {"count": 1, "examples": [1, "x", {"key": None, "ops": ["a", 5]}, {"ops": 9}]}},
-        "stats": {"timeseries": {"rows": [1, {"t": "x"}, {"t": 0, "f": "send", "type": "ok", "count": None}]},
-                  "lag": {"rows": 7}, "latency": 3, "by_f": {"send": 2}},
-        "config": [], "checker": "x",
-        "nemesis": [1, {"start_s": "a"}, {"f": "kill", "start_s": 1.0, "stop_s": None}],
-        "partitions": {"1": 5, "2": {"offsets": [None, {"offset": 1}]}},
-        "elle": "no",
-    }))
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "verdict": "invalid",
+                "anomalies": {
+                    "lost-write": 3,
+                    "duplicate": {"count": "many", "allowed": True, "examples": "none"},
+                    "aborted-read": {"count": 1, "examples": [1, "x", {"key": None, "ops": ["a", 5]}, {"ops": 9}]},
+                },
+                "stats": {
+                    "timeseries": {"rows": [1, {"t": "x"}, {"t": 0, "f": "send", "type": "ok", "count": None}]},
+                    "lag": {"rows": 7},
+                    "latency": 3,
+                    "by_f": {"send": 2},
+                },
+                "config": [],
+                "checker": "x",
+                "nemesis": [1, {"start_s": "a"}, {"f": "kill", "start_s": 1.0, "stop_s": None}],
+                "partitions": {"1": 5, "2": {"offsets": [None, {"offset": 1}]}},
+                "elle": "no",
+            }
+        )
+    )
     page = page_of(run)
     assert 'data-verdict="invalid"' in page and 'id="anomaly-aborted-read"' in page
     assert "never healed" in page
@@ -190,13 +214,17 @@ def test_a_skipped_cycle_search_is_a_note_not_an_anomaly(tmp_path):
     results = json.loads((run / "results.json").read_text())
     skipped = "G0-realtime/G1c-ww-realtime not checked: 683533 edges remain after trimming"
     results["anomalies"]["permitted-cycle-search-incomplete"] = {
-        "count": 1, "allowed": True, "why_allowed": "not an anomaly", "examples": [{"ops": [], "cycle": skipped}]}
+        "count": 1,
+        "allowed": True,
+        "why_allowed": "not an anomaly",
+        "examples": [{"ops": [], "cycle": skipped}],
+    }
     (run / "results.json").write_text(json.dumps(results))
     page = page_of(run)
     assert 'id="anomaly-permitted-cycle-search-incomplete"' not in page
-    assert "permitted-cycle-search-incomplete (1)" not in page          # not in the banner's listing
-    note = page[page.index('id="not-checked"'):]
-    assert html.escape(skipped, quote=True) in note[:note.index("</div>")]
+    assert "permitted-cycle-search-incomplete (1)" not in page  # not in the banner's listing
+    note = page[page.index('id="not-checked"') :]
+    assert html.escape(skipped, quote=True) in note[: note.index("</div>")]
 
 
 def test_keys_the_drain_found_truncated_are_shown_as_evidence(tmp_path):
@@ -206,5 +234,5 @@ def test_keys_the_drain_found_truncated_are_shown_as_evidence(tmp_path):
     (run / "test.json").write_text(json.dumps(test))
     page = page_of(run)
     assert 'id="truncation"' in page and "ends at offset 40, but a client had seen offset 45 (6 offset(s) gone)" in page
-    assert SCRIPT not in page        # the key's topic name is hostile
+    assert SCRIPT not in page  # the key's topic name is hostile
     assert 'id="truncation"' not in page_of(make_run(tmp_path / "plain"))

@@ -15,18 +15,39 @@ def write_history(path, events):
 
 def test_pairs_each_completion_with_its_process_invoke(tmp_path):
     history = tmp_path / "history.jsonl"
-    write_history(history, [
-        {"time": 100, "process": 0, "type": "invoke", "f": "send", "mops": [{"f": "send", "key": 1, "value": 5}]},
-        {"time": 150, "process": 1, "type": "invoke", "f": "poll"},
-        {"time": 200, "process": 0, "type": "fail", "f": "send", "error": "TIMED_OUT",
-         "mops": [{"f": "send", "key": 1, "value": 5}]},
-        {"time": 300, "process": 1, "type": "ok", "f": "poll", "mops": [{"f": "poll", "key": 1, "offset": 0, "value": 4}]},
-    ])
+    write_history(
+        history,
+        [
+            {"time": 100, "process": 0, "type": "invoke", "f": "send", "mops": [{"f": "send", "key": 1, "value": 5}]},
+            {"time": 150, "process": 1, "type": "invoke", "f": "poll"},
+            {
+                "time": 200,
+                "process": 0,
+                "type": "fail",
+                "f": "send",
+                "error": "TIMED_OUT",
+                "mops": [{"f": "send", "key": 1, "value": 5}],
+            },
+            {
+                "time": 300,
+                "process": 1,
+                "type": "ok",
+                "f": "poll",
+                "mops": [{"f": "poll", "key": 1, "offset": 0, "value": 4}],
+            },
+        ],
+    )
     windows = collect(history, [2], radius=5)
     assert sorted(windows.ops) == [2, 3]
     send, poll = windows.ops[2], windows.ops[3]
-    assert (send.process, send.f, send.type, send.invoke_time, send.complete_time, send.error) == \
-        ("0", "send", "fail", 100, 200, "TIMED_OUT")
+    assert (send.process, send.f, send.type, send.invoke_time, send.complete_time, send.error) == (
+        "0",
+        "send",
+        "fail",
+        100,
+        200,
+        "TIMED_OUT",
+    )
     assert (poll.invoke_time, poll.complete_time) == (150, 300)
     assert poll.summary() == "poll 1=4@0"
 

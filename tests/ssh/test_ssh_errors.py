@@ -9,8 +9,8 @@ import contextlib
 import ipaddress
 
 import pytest
-
 from backend_params import lab_name
+
 from harness import registry
 from harness.backends.ssh_sandbox import keygen
 from harness.cli import main
@@ -23,8 +23,23 @@ LAB = lab_name("sse")
 
 def lab_up(capsys, sandbox, host, *extra: str, key=None, known=None) -> str:
     """`gregor lab up` of one node on `host`; its one-line error."""
-    argv = ["lab", "up", "--lab", LAB, "--nodes", "1", "--backend", "ssh", "--hosts", host,
-            "--ssh-key", key or sandbox.key_file, "--known-hosts", known or sandbox.known_hosts, *extra]
+    argv = [
+        "lab",
+        "up",
+        "--lab",
+        LAB,
+        "--nodes",
+        "1",
+        "--backend",
+        "ssh",
+        "--hosts",
+        host,
+        "--ssh-key",
+        key or sandbox.key_file,
+        "--known-hosts",
+        known or sandbox.known_hosts,
+        *extra,
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gregor: error: ") and "\n" not in err, err
@@ -91,7 +106,7 @@ def test_a_host_without_java(capsys, sandbox):
     with without(sandbox, 1, "/usr/bin/java"):
         err = lab_up(capsys, sandbox, host.where())
     assert f"n1 ({host.where()}): java not found" in err and "openjdk-17-jre-headless" in err
-    assert registry.backend("ssh", **sandbox.options()).leftovers(LAB) == []   # the failed up cleaned up
+    assert registry.backend("ssh", **sandbox.options()).leftovers(LAB) == []  # the failed up cleaned up
 
 
 def test_a_host_without_iptables(capsys, sandbox):

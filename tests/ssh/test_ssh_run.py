@@ -17,12 +17,12 @@ import sys
 import time
 
 import pytest
-
 from backend_params import lab_name
+from polling import wait_until
+
 from harness import netfaults, registry
 from harness.lab import Lab, state_path
 from nemesis.ledger import Ledger
-from polling import wait_until
 
 pytestmark = pytest.mark.lab
 
@@ -54,10 +54,31 @@ def crash_during(fault: str, sandbox, store, in_force) -> list[dict]:
     """Starts a run, SIGKILLs it (and its clients) once `fault` is in force on
     every node its ledger entry names (`in_force(node_name)`); the entries left."""
     ledger = Ledger.for_lab(LAB)
-    run = subprocess.Popen([GREGOR, "run", "--lab", LAB, *sandbox.flags(), "--workload", "queue", "--no-check",
-                            "--time-limit", "120", "--nemesis", fault, "--nemesis-interval", "10",
-                            "--nemesis-targets", "one", "--store", str(store)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    run = subprocess.Popen(
+        [
+            GREGOR,
+            "run",
+            "--lab",
+            LAB,
+            *sandbox.flags(),
+            "--workload",
+            "queue",
+            "--no-check",
+            "--time-limit",
+            "120",
+            "--nemesis",
+            fault,
+            "--nemesis-interval",
+            "10",
+            "--nemesis-targets",
+            "one",
+            "--store",
+            str(store),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (entries := [e for e in ledger.entries() if e.get("fault") == fault]):
@@ -65,8 +86,11 @@ def crash_during(fault: str, sandbox, store, in_force) -> list[dict]:
             time.sleep(0.05)
         # The entry is written just before the fault is applied, node by node
         # over SSH: wait until it holds on every node the entry names, however slow.
-        wait_until(lambda: run.poll() is not None or all(in_force(name) for name in entries[0]["nodes"]),
-                   timeout=deadline - time.monotonic(), interval=0.1)
+        wait_until(
+            lambda: run.poll() is not None or all(in_force(name) for name in entries[0]["nodes"]),
+            timeout=deadline - time.monotonic(),
+            interval=0.1,
+        )
     finally:
         os.killpg(run.pid, signal.SIGKILL)
         run.wait()
@@ -81,19 +105,43 @@ def test_a_crashed_run_leaves_its_partition_on_the_hosts(lab, sandbox, tmp_path)
 
 def test_the_next_run_heals_it_and_60_s_of_faults_over_ssh_come_out_valid(lab, sandbox, tmp_path):
     store = tmp_path / "store"
-    run = gregor("run", "--lab", LAB, *sandbox.flags(), "--workload", "queue", "--time-limit", "60",
-                 "--nemesis", "partition,pause,kill", "--nemesis-interval", "5", "--client-netns", "--seed", "2",
-                 "--concurrency", "4", "--rate", "100", "--store", str(store), timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]   # 0: checked, valid
+    run = gregor(
+        "run",
+        "--lab",
+        LAB,
+        *sandbox.flags(),
+        "--workload",
+        "queue",
+        "--time-limit",
+        "60",
+        "--nemesis",
+        "partition,pause,kill",
+        "--nemesis-interval",
+        "5",
+        "--client-netns",
+        "--seed",
+        "2",
+        "--concurrency",
+        "4",
+        "--rate",
+        "100",
+        "--store",
+        str(store),
+        timeout=1200,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]  # 0: checked, valid
     assert "fault(s) left by an earlier run" in run.stdout
     run_dir = os.path.realpath(store / "latest")
     with open(os.path.join(run_dir, "results.json")) as handle:
         assert json.load(handle)["verdict"] == "valid"
     events = [json.loads(line) for line in open(os.path.join(run_dir, "history.jsonl"))]
-    done = [e for e in events if e["process"] == "nemesis" and e["type"] == "info" and e["value"].get("nodes")
-            and "failed" not in e["value"]]
+    done = [
+        e
+        for e in events
+        if e["process"] == "nemesis" and e["type"] == "info" and e["value"].get("nodes") and "failed" not in e["value"]
+    ]
     assert {"start-partition", "pause", "kill"} <= {e["f"] for e in done}
-    assert {"stop-partition", "resume", "start"} <= {e["f"] for e in done}    # each healed
+    assert {"stop-partition", "resume", "start"} <= {e["f"] for e in done}  # each healed
     # healed, all of it: no rule, no paused or dead broker, no ledger entry
     assert Ledger.for_lab(LAB).entries() == []
     assert all(netfaults.rules(node) == [] and node.state() == "running" for node in lab.nodes)
@@ -105,7 +153,7 @@ def test_the_next_run_heals_it_and_60_s_of_faults_over_ssh_come_out_valid(lab, s
     for name in ("test.json", "results.json", "report.html", "history.jsonl"):
         assert sandbox.key_file not in open(os.path.join(run_dir, name)).read()
     assert "SSH host keys" in open(os.path.join(run_dir, "report.html")).read()
-    for node in lab.nodes:   # node logs came back over SFTP
+    for node in lab.nodes:  # node logs came back over SFTP
         assert "Kafka Server started" in open(os.path.join(run_dir, "nodes", node.name, "broker.log")).read()
 
 

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from backend_params import lab_name
+
 from harness.backends import ssh_files
 from harness.backends.ssh import SshBackend
 from harness.errors import GregorError
@@ -44,7 +44,9 @@ def users(sandbox, tmp_path_factory):
     yield
     for user in ("lab", "guest"):
         sandbox.exec(HOST, ["userdel", "--remove", user])
-    sandbox.exec(HOST, ["sh", "-c", "rm -f /etc/sudoers.d/lab /var/tmp/sudo.deb && SUDO_FORCE_REMOVE=yes dpkg --purge sudo"])
+    sandbox.exec(
+        HOST, ["sh", "-c", "rm -f /etc/sudoers.d/lab /var/tmp/sudo.deb && SUDO_FORCE_REMOVE=yes dpkg --purge sudo"]
+    )
 
 
 def backend(sandbox, user: str) -> SshBackend:
@@ -74,5 +76,7 @@ def test_a_sudo_user_runs_everything_as_root_and_leaves_nothing(users, sandbox, 
 def test_a_user_without_passwordless_sudo_is_told_in_one_line(users, sandbox):
     with pytest.raises(GregorError) as caught:
         backend(sandbox, "guest").provision(LAB, ["n1"], print)
-    assert str(caught.value) == (f"n1 (guest@{sandbox.hosts[HOST].host}:22): guest cannot run commands as root "
-                                 "without a password (sudo -n); log in as root or allow passwordless sudo there")
+    assert str(caught.value) == (
+        f"n1 (guest@{sandbox.hosts[HOST].host}:22): guest cannot run commands as root "
+        "without a password (sudo -n); log in as root or allow passwordless sudo there"
+    )

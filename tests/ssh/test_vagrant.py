@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from backend_params import lab_name
+
 from harness import registry
 from harness.backends import docker_engine, netns
 from harness.lab import state_path
@@ -33,8 +33,9 @@ LAB = lab_name("vag")
 
 
 def run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
-    result = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
     assert result.returncode == 0, f"{' '.join(argv)}: " + result.stdout[-3000:] + result.stderr[-2000:]
     return result
 
@@ -46,16 +47,33 @@ def vagrant(tmp_path_factory):
     assert shutil.which("vagrant"), "vagrant not found; ./setup installs Debian's vagrant package"
     dotfile = tmp_path_factory.mktemp("vagrant") / ".vagrant"
     subnet = netns.lab_subnet(f"{LAB}net")
-    env = {**os.environ, "VAGRANT_DOTFILE_PATH": str(dotfile), "GREGOR_NODES": "3",
-           "GREGOR_SUBNET": str(subnet.network_address).rsplit(".", 1)[0]}
+    env = {
+        **os.environ,
+        "VAGRANT_DOTFILE_PATH": str(dotfile),
+        "GREGOR_NODES": "3",
+        "GREGOR_SUBNET": str(subnet.network_address).rsplit(".", 1)[0],
+    }
     containers = f"gregor-vagrant-{hashlib.sha1(str(dotfile).encode()).hexdigest()[:6]}-"
     try:
         yield env, dotfile, containers, subnet
-    finally:   # what a failed test left: the Kafka lab, then the nodes
-        subprocess.run([GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."], cwd=REPO,
-                       env=env, capture_output=True, timeout=300, stdin=subprocess.DEVNULL)
-        destroy = subprocess.run(["vagrant", "destroy", "-f"], cwd=REPO, env=env, capture_output=True, text=True,
-                                 timeout=600, stdin=subprocess.DEVNULL)
+    finally:  # what a failed test left: the Kafka lab, then the nodes
+        subprocess.run(
+            [GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        destroy = subprocess.run(
+            ["vagrant", "destroy", "-f"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         print(destroy.stdout[-2000:], destroy.stderr[-2000:])
 
 
@@ -67,15 +85,36 @@ def ours(containers: str, subnet) -> list[str]:
 
 def test_vagrant_up_then_a_checked_txn_run_over_ssh_then_destroy_leaves_nothing(vagrant, tmp_path, monkeypatch):
     env, dotfile, containers, subnet = vagrant
-    monkeypatch.setenv("VAGRANT_DOTFILE_PATH", env["VAGRANT_DOTFILE_PATH"])   # for the leftovers check here
+    monkeypatch.setenv("VAGRANT_DOTFILE_PATH", env["VAGRANT_DOTFILE_PATH"])  # for the leftovers check here
     up = run(["vagrant", "up"], env, timeout=900)
     assert "with 'docker' provider" in up.stdout
     assert len([name for name in ours(containers, subnet) if name.startswith(containers)]) == 3
 
     store = tmp_path / "store"
-    result = run([GREGOR, "run", "--backend", "ssh", "--vagrant", ".", "--lab", LAB, "--workload", "txn",
-                  "--nemesis", "partition,pause,kill", "--nemesis-interval", "6", "--time-limit", "30",
-                  "--store", str(store)], env, timeout=1200)
+    result = run(
+        [
+            GREGOR,
+            "run",
+            "--backend",
+            "ssh",
+            "--vagrant",
+            ".",
+            "--lab",
+            LAB,
+            "--workload",
+            "txn",
+            "--nemesis",
+            "partition,pause,kill",
+            "--nemesis-interval",
+            "6",
+            "--time-limit",
+            "30",
+            "--store",
+            str(store),
+        ],
+        env,
+        timeout=1200,
+    )
     run_dir = os.path.realpath(store / "latest")
     with open(os.path.join(run_dir, "results.json")) as handle:
         assert json.load(handle)["verdict"] == "valid", result.stdout[-3000:]

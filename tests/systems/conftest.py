@@ -31,6 +31,7 @@ def system_lab():
 
     def up(base: str, **kwargs):
         from backend_params import lab_name
+
         name = lab_name(base)
         Lab.down(name, progress=lambda _m: None, backend="local")
         lab = Lab.up(name=name, progress=print, backend="local", **kwargs)

@@ -75,6 +75,7 @@ def test_bad_bootstrap_servers_say_what_to_give(bad):
 
 # --- ApiVersions on the wire --------------------------------------------------------------
 
+
 def _uv(value: int) -> bytes:
     return wire._uvarint(value)
 
@@ -122,8 +123,15 @@ class FakeBroker:
 
 
 def test_api_versions_v3_reads_keys_and_features():
-    broker = FakeBroker([_v3_answer({0: (0, 11), 26: (0, 5)}, {"transaction.version": (0, 2)},
-                                    {"transaction.version": (0, 2), "metadata.version": (1, 21)})])
+    broker = FakeBroker(
+        [
+            _v3_answer(
+                {0: (0, 11), 26: (0, 5)},
+                {"transaction.version": (0, 2)},
+                {"transaction.version": (0, 2), "metadata.version": (1, 21)},
+            )
+        ]
+    )
     answer = wire.api_versions("127.0.0.1", broker.port, timeout=5)
     assert broker.requests == [(18, 3)]
     assert answer["apis"] == {0: [0, 11], 26: [0, 5]}
@@ -137,5 +145,9 @@ def test_a_broker_without_v3_is_asked_again_with_v0():
     broker = FakeBroker([refusal, v0])
     answer = wire.api_versions("127.0.0.1", broker.port, timeout=5)
     assert broker.requests == [(18, 3), (18, 0)]
-    assert answer == {"apis": {0: [0, 8], 3: [0, 9]}, "supported_features": {}, "finalized_features": {},
-                      "request_version": 0}
+    assert answer == {
+        "apis": {0: [0, 8], 3: [0, 9]},
+        "supported_features": {},
+        "finalized_features": {},
+        "request_version": 0,
+    }

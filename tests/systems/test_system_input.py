@@ -7,17 +7,17 @@ import argparse
 import os
 
 import pytest
+from lab.test_errors import one_line_error
 
 from harness.cli import main
 from harness.controller import run_cli
 from harness.errors import GregorError
-from lab.test_errors import one_line_error
 
 LAB = os.environ.get("GREGOR_TEST_LAB_PREFIX", "") + "sysin"
 
 
 def test_unknown_system(capsys):
-    with pytest.raises(SystemExit) as exited:   # argparse's own exit, through our one-line parser
+    with pytest.raises(SystemExit) as exited:  # argparse's own exit, through our one-line parser
         main(["lab", "up", "--lab", LAB, "--system", "redpandas"])
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip()
@@ -28,9 +28,11 @@ def test_unknown_system(capsys):
 def test_external_needs_bootstrap_and_takes_no_containers(capsys):
     assert "needs --bootstrap host:port" in one_line_error(capsys, ["lab", "up", "--lab", LAB, "--system", "external"])
     assert "give host:port" in one_line_error(
-        capsys, ["lab", "up", "--lab", LAB, "--system", "external", "--bootstrap", "broker-without-port"])
+        capsys, ["lab", "up", "--lab", LAB, "--system", "external", "--bootstrap", "broker-without-port"]
+    )
     assert "needs no containers" in one_line_error(
-        capsys, ["lab", "up", "--lab", LAB, "--system", "external", "--backend", "docker", "--bootstrap", "h:1"])
+        capsys, ["lab", "up", "--lab", LAB, "--system", "external", "--backend", "docker", "--bootstrap", "h:1"]
+    )
 
 
 def test_an_unreachable_bootstrap_server_fails_at_once(capsys):
@@ -52,8 +54,9 @@ def test_bad_kafka_options(capsys):
 
 
 def test_versions_no_registry_has_name_the_newest(capsys):
-    err = one_line_error(capsys, ["lab", "up", "--lab", LAB, "--system", "kfake", "--version",
-                                  "v0.0.0-20990101000000-000000000000"])
+    err = one_line_error(
+        capsys, ["lab", "up", "--lab", LAB, "--system", "kfake", "--version", "v0.0.0-20990101000000-000000000000"]
+    )
     assert "the Go module proxy does not have it" in err and "newest: v0.0.0-2026" in err
     err = one_line_error(capsys, ["lab", "up", "--lab", LAB, "--system", "tansu", "--version", "9.9.9"])
     assert "crates.io does not have it" in err and "newest: 0.6.0" in err
@@ -62,12 +65,14 @@ def test_versions_no_registry_has_name_the_newest(capsys):
 def test_client_config_may_not_change_what_test_json_records(capsys):
     err = one_line_error(capsys, ["run", "--lab", LAB, "--workload", "queue", "--client-config", "acks=1"])
     assert "--client-config acks would change a setting Gregor records" in err
-    assert "key=value" in one_line_error(capsys, ["run", "--lab", LAB, "--workload", "queue",
-                                                  "--client-config", "security.protocol"])
+    assert "key=value" in one_line_error(
+        capsys, ["run", "--lab", LAB, "--workload", "queue", "--client-config", "security.protocol"]
+    )
 
 
 def test_memory_tansu_is_one_broker():
     from harness.systems.tansu.system import TansuSystem
+
     system = TansuSystem.__new__(TansuSystem)
     system.storage = "memory"
     with pytest.raises(GregorError, match="use --nodes 1"):
@@ -75,6 +80,7 @@ def test_memory_tansu_is_one_broker():
 
 
 # --- faults a system cannot take ---------------------------------------------------------------
+
 
 def run_args(*argv: str):
     parser = argparse.ArgumentParser()
@@ -84,14 +90,28 @@ def run_args(*argv: str):
 
 def test_external_refuses_node_faults_and_narrows_to_clients():
     with pytest.raises(GregorError, match="the external system cannot take kill faults"):
-        run_cli.validate(run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1",
-                                  "--nemesis", "kill"))
-    cfg = run_cli.validate(run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1",
-                                    "--nemesis", "partition,pause"))
+        run_cli.validate(
+            run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", "kill")
+        )
+    cfg = run_cli.validate(
+        run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", "partition,pause")
+    )
     assert cfg["nemesis_targets"] == ["client"] and cfg["client_netns"]
     with pytest.raises(GregorError, match="target 'leader' needs node access"):
-        run_cli.validate(run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1",
-                                  "--nemesis", "pause", "--nemesis-targets", "leader"))
+        run_cli.validate(
+            run_args(
+                "--workload",
+                "queue",
+                "--system",
+                "external",
+                "--bootstrap",
+                "h:1",
+                "--nemesis",
+                "pause",
+                "--nemesis-targets",
+                "leader",
+            )
+        )
 
 
 def test_kfake_partitions_only_clients_but_pauses_and_kills_its_node():
@@ -103,11 +123,22 @@ def test_kfake_partitions_only_clients_but_pauses_and_kills_its_node():
 
 def test_the_plan_gives_client_only_faults_client_targets():
     import itertools
+
     from nemesis.schedule import plan
-    steps = list(itertools.islice(plan(["partition", "kill"], ["leader", "one", "client"], 3, 1.0,
-                                       node_faults=frozenset({"kill"})), 200))
+
+    steps = list(
+        itertools.islice(
+            plan(["partition", "kill"], ["leader", "one", "client"], 3, 1.0, node_faults=frozenset({"kill"})), 200
+        )
+    )
     assert {s.target for s in steps if s.fault == "partition"} == {"client"}
     assert {s.target for s in steps if s.fault == "kill"} == {"leader", "one"}
     unrestricted = list(itertools.islice(plan(["partition", "kill"], ["leader", "one", "client"], 3, 1.0), 200))
-    assert unrestricted == list(itertools.islice(plan(["partition", "kill"], ["leader", "one", "client"], 3, 1.0,
-                                                      node_faults=frozenset({"partition", "kill"})), 200))
+    assert unrestricted == list(
+        itertools.islice(
+            plan(
+                ["partition", "kill"], ["leader", "one", "client"], 3, 1.0, node_faults=frozenset({"partition", "kill"})
+            ),
+            200,
+        )
+    )

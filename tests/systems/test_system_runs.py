@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def gregor(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def faulted_run(lab, store, *args: str, seed: int = 6) -> tuple[int, str, list[dict], dict, dict]:
@@ -40,9 +41,23 @@ def faulted_run(lab, store, *args: str, seed: int = 6) -> tuple[int, str, list[d
 
     Seed 6 plans, in the first 18 s, a pause, a partition and a kill whose
     targets (majority, minority, one, client) exist on every system."""
-    result = gregor("run", "--lab", lab.name, "--system", lab.system.name, "--store", str(store),
-                    "--time-limit", "20", "--nemesis-interval", "3", "--seed", str(seed), *args)
-    assert result.returncode in (0, 1, 3), result.stderr[-3000:]   # valid, invalid or unknown: it was checked
+    result = gregor(
+        "run",
+        "--lab",
+        lab.name,
+        "--system",
+        lab.system.name,
+        "--store",
+        str(store),
+        "--time-limit",
+        "20",
+        "--nemesis-interval",
+        "3",
+        "--seed",
+        str(seed),
+        *args,
+    )
+    assert result.returncode in (0, 1, 3), result.stderr[-3000:]  # valid, invalid or unknown: it was checked
     run_dir = sorted(glob.glob(os.path.join(str(store), "*", "2*")))[-1]
     history = [json.loads(line) for line in open(os.path.join(run_dir, "history.jsonl")) if line.strip()]
     test = json.load(open(os.path.join(run_dir, "test.json")))
@@ -63,8 +78,15 @@ class Recorder:
 
 
 def applied(history, f):
-    return [e for e in history if e.get("process") == "nemesis" and e["type"] == "info" and e["f"] == f
-            and "skipped" not in e["value"] and "failed" not in e["value"]]
+    return [
+        e
+        for e in history
+        if e.get("process") == "nemesis"
+        and e["type"] == "info"
+        and e["f"] == f
+        and "skipped" not in e["value"]
+        and "failed" not in e["value"]
+    ]
 
 
 def assert_healed(lab, history):
@@ -85,8 +107,9 @@ def must_have_happened(history) -> set[tuple[int, int]]:
     done = set()
     for event in history:
         sends = [(m["key"], m["value"]) for m in event.get("mops") or () if m.get("f") == "send"]
-        if event.get("type") == "ok" or (event.get("type") == "info" and event.get("f") == "txn"
-                                         and any(s in read for s in sends)):
+        if event.get("type") == "ok" or (
+            event.get("type") == "info" and event.get("f") == "txn" and any(s in read for s in sends)
+        ):
             done.update(sends)
     return done
 
@@ -112,9 +135,13 @@ def aborted_reads(history) -> int:
                 if mop.get("f") == "send":
                     kv = (mop["key"], mop["value"])
                     failed[kv] = failed.get(kv, 0) + 1
-    return sum(failed.get((mop["key"], mop["value"]), 0) for event in history
-               if event.get("type") == "ok" and isinstance(event.get("process"), int)
-               for mop in event.get("mops") or () if mop.get("f") == "poll")
+    return sum(
+        failed.get((mop["key"], mop["value"]), 0)
+        for event in history
+        if event.get("type") == "ok" and isinstance(event.get("process"), int)
+        for mop in event.get("mops") or ()
+        if mop.get("f") == "poll"
+    )
 
 
 def count(results, name) -> int:
@@ -140,8 +167,9 @@ def assert_anomalies_agree_with_history(history, test, results):
 
 def test_kfake_txn_run_with_pause_kill_and_client_partitions(system_lab, tmp_path):
     lab = system_lab("kfk", system="kfake", nodes=3)
-    code, run_dir, history, test, results = faulted_run(lab, tmp_path, "--workload", "txn",
-                                                        "--nemesis", "partition,pause,kill")
+    code, run_dir, history, test, results = faulted_run(
+        lab, tmp_path, "--workload", "txn", "--nemesis", "partition,pause,kill"
+    )
     assert test["setup"]["system"] == "kfake" and test["setup"]["transaction.version"] == 2
     assert sorted(test["cluster"]["brokers"]) == ["0", "1", "2"] and [n["name"] for n in test["nodes"]] == ["n1"]
     assert applied(history, "pause") and applied(history, "kill")
@@ -152,11 +180,22 @@ def test_kfake_txn_run_with_pause_kill_and_client_partitions(system_lab, tmp_pat
 
 def test_newest_kafka_4_txn_run_with_a_dedicated_controller(system_lab, tmp_path):
     from harness.systems.kafka.install import maven_versions
+
     newest = [v for v in maven_versions() if int(v.split(".")[0]) >= 4][-1]
     lab = system_lab("k4", system="kafka", version=newest, nodes=3, system_options={"controllers": 1})
     assert [n.name for n in lab.nodes] == ["n1", "n2", "n3", "k1"]
-    code, run_dir, history, test, results = faulted_run(lab, tmp_path, "--workload", "txn", "--version", newest,
-                                                        "--controllers", "1", "--nemesis", "partition,pause,kill")
+    code, run_dir, history, test, results = faulted_run(
+        lab,
+        tmp_path,
+        "--workload",
+        "txn",
+        "--version",
+        newest,
+        "--controllers",
+        "1",
+        "--nemesis",
+        "partition,pause,kill",
+    )
     assert test["version"] == newest and test["setup"]["transaction.version"] == 2
     assert test["setup"]["controllers"] == "1 dedicated (k1..k1)"
     assert_healed(lab, history)
@@ -174,7 +213,8 @@ def test_newest_kafka_4_txn_run_with_a_dedicated_controller(system_lab, tmp_path
 @pytest.mark.tansu_build
 def test_tansu_queue_run_over_postgresql_and_the_refusal_of_txn(system_lab, tmp_path):
     from harness.systems.tansu import install, postgres
-    install.install(progress=print)   # waits for setup's background build, or builds
+
+    install.install(progress=print)  # waits for setup's background build, or builds
     lab = system_lab("tns", system="tansu", nodes=3)
     assert postgres.running(lab.name) is not None
     with pytest.raises(RoleUnavailable, match="names no single node"):
@@ -186,10 +226,12 @@ def test_tansu_queue_run_over_postgresql_and_the_refusal_of_txn(system_lab, tmp_
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         "gregor: error: tansu 0.6.0 cannot serve the txn workload: its brokers do not advertise EndTxn "
-        "(API key 26) in ApiVersions (choose another --workload)"]
+        "(API key 26) in ApiVersions (choose another --workload)"
+    ]
 
-    code, run_dir, history, test, results = faulted_run(lab, tmp_path, "--workload", "queue",
-                                                        "--nemesis", "partition,pause,kill")
+    code, run_dir, history, test, results = faulted_run(
+        lab, tmp_path, "--workload", "queue", "--nemesis", "partition,pause,kill"
+    )
     assert test["setup"]["storage"].startswith("PostgreSQL") and "transaction.version" not in test["setup"]
     assert "26" not in test["cluster"]["api_versions"]
     assert applied(history, "pause") and applied(history, "kill") and applied(history, "start-partition")
@@ -204,9 +246,20 @@ def test_external_run_against_a_cluster_gregor_did_not_start(system_lab, tmp_pat
     lab = system_lab("xext", system="external", nodes=3, system_options={"bootstrap": bootstrap})
     assert lab.nodes == [] and lab.bootstrap_servers == bootstrap
     code, run_dir, history, test, results = faulted_run(
-        lab, tmp_path, "--workload", "queue", "--bootstrap", bootstrap, "--nemesis", "partition,pause",
-        "--client-config", "security.protocol=PLAINTEXT", "--client-config", f"sasl.password={secret}",
-        seed=0)   # a partition and a pause of clients in the first 18 s
+        lab,
+        tmp_path,
+        "--workload",
+        "queue",
+        "--bootstrap",
+        bootstrap,
+        "--nemesis",
+        "partition,pause",
+        "--client-config",
+        "security.protocol=PLAINTEXT",
+        "--client-config",
+        f"sasl.password={secret}",
+        seed=0,
+    )  # a partition and a pause of clients in the first 18 s
     assert test["cluster"]["cluster_id"] == source.system.state()["cluster_id"]
     assert sorted(test["cluster"]["brokers"]) == ["1", "2", "3"]
     assert test["client_config_keys"] == ["sasl.password", "security.protocol"]
@@ -224,27 +277,86 @@ def test_external_cluster_behind_sasl_scram(system_lab, tmp_path):
     requests (ApiVersions, Metadata) authenticate with --client-config; a wrong
     password fails in one line; the password reaches no file of the run."""
     from harness.systems.kfake import build
+
     source = system_lab("sasl", system="kfake", nodes=1)
     node = source.nodes[0]
     secret = "scram-secret-never-written"
     server = build.installed(source.version).binary
-    node.spawn([str(server), "--listen", node.address, "--ports", "19092", "--cluster-id", "gregor-sasl",
-                "--sasl-user", f"SCRAM-SHA-256:gregor:{secret}"],
-               log=f"{node.home}/sasl.log", pid_file=f"{node.home}/sasl.pid")
+    node.spawn(
+        [
+            str(server),
+            "--listen",
+            node.address,
+            "--ports",
+            "19092",
+            "--cluster-id",
+            "gregor-sasl",
+            "--sasl-user",
+            f"SCRAM-SHA-256:gregor:{secret}",
+        ],
+        log=f"{node.home}/sasl.log",
+        pid_file=f"{node.home}/sasl.pid",
+    )
     bootstrap = f"{node.address}:19092"
-    config = ["--client-config", "security.protocol=SASL_PLAINTEXT", "--client-config", "sasl.mechanism=SCRAM-SHA-256",
-              "--client-config", "sasl.username=gregor"]
-    wrong = gregor("lab", "up", "--lab", source.name + "x", "--system", "external", "--bootstrap", bootstrap,
-                   *config, "--client-config", "sasl.password=wrong")
+    config = [
+        "--client-config",
+        "security.protocol=SASL_PLAINTEXT",
+        "--client-config",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "--client-config",
+        "sasl.username=gregor",
+    ]
+    wrong = gregor(
+        "lab",
+        "up",
+        "--lab",
+        source.name + "x",
+        "--system",
+        "external",
+        "--bootstrap",
+        bootstrap,
+        *config,
+        "--client-config",
+        "sasl.password=wrong",
+    )
     assert wrong.returncode == 2 and "SASL SCRAM-SHA-256 authentication failed as 'gregor'" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
 
-    lab = system_lab("saslx", system="external", nodes=1, system_options={"bootstrap": bootstrap},
-                     client_config={"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-                                    "sasl.username": "gregor", "sasl.password": secret})
-    result = gregor("run", "--lab", lab.name, "--system", "external", "--bootstrap", bootstrap, "--nodes", "1",
-                    "--replication-factor", "1", "--workload", "queue", "--time-limit", "8", "--no-check",
-                    "--store", str(tmp_path), *config, "--client-config", f"sasl.password={secret}")
+    lab = system_lab(
+        "saslx",
+        system="external",
+        nodes=1,
+        system_options={"bootstrap": bootstrap},
+        client_config={
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "gregor",
+            "sasl.password": secret,
+        },
+    )
+    result = gregor(
+        "run",
+        "--lab",
+        lab.name,
+        "--system",
+        "external",
+        "--bootstrap",
+        bootstrap,
+        "--nodes",
+        "1",
+        "--replication-factor",
+        "1",
+        "--workload",
+        "queue",
+        "--time-limit",
+        "8",
+        "--no-check",
+        "--store",
+        str(tmp_path),
+        *config,
+        "--client-config",
+        f"sasl.password={secret}",
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = sorted(glob.glob(os.path.join(str(tmp_path), "*", "2*")))[-1]
     test = json.load(open(os.path.join(run_dir, "test.json")))

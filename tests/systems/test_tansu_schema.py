@@ -18,19 +18,19 @@ from harness.systems.tansu import install, postgres
 # before the record table it references.
 SAMPLE = {
     "010-cluster.sql": "-- c\ncreate table if not exists cluster (\n id integer primary key autoincrement,\n"
-                       " name text not null unique,\n last_updated datetime default current_timestamp not null\n);",
+    " name text not null unique,\n last_updated datetime default current_timestamp not null\n);",
     "020-topic.sql": "create table if not exists topic (\n id integer primary key autoincrement,\n"
-                     " cluster int references cluster (id) on delete cascade not null,\n uuid text not null,\n"
-                     " is_internal int default false not null,\n unique(cluster, uuid)\n);",
+    " cluster int references cluster (id) on delete cascade not null,\n uuid text not null,\n"
+    " is_internal int default false not null,\n unique(cluster, uuid)\n);",
     "030-topition.sql": "create table if not exists topition (\n id integer primary key autoincrement,\n"
-                        " topic integer references topic (id)\n);",
+    " topic integer references topic (id)\n);",
     "040-header.sql": "create table if not exists header (\n topition integer,\n offset_id integer,\n k blob,\n"
-                      " foreign key (topition, offset_id) references record (topition, offset_id)\n);",
+    " foreign key (topition, offset_id) references record (topition, offset_id)\n);",
     "040-record.sql": "create table if not exists record (\n topition integer references topition (id),\n"
-                      " offset_id integer not null,\n producer_id integer,\n producer_epoch integer,\n"
-                      " v blob,\n primary key (topition, offset_id)\n);",
+    " offset_id integer not null,\n producer_id integer,\n producer_epoch integer,\n"
+    " v blob,\n primary key (topition, offset_id)\n);",
     "040-watermark.sql": "create table if not exists watermark (\n id integer primary key autoincrement,\n"
-                         " topition integer references topition (id),\n low integer\n);",
+    " topition integer references topition (id),\n low integer\n);",
 }
 
 
@@ -70,8 +70,9 @@ def test_an_unknown_column_type_is_one_line(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and PostgreSQL")
 def test_the_real_ddl_loads_into_a_real_postgresql():
     from backend_params import lab_name
-    found = install.install(progress=print)   # waits for setup's background build, or builds
-    lab = lab_name("pgschema")    # under the labs dir: the postgres user must reach it
+
+    found = install.install(progress=print)  # waits for setup's background build, or builds
+    lab = lab_name("pgschema")  # under the labs dir: the postgres user must reach it
     try:
         state = postgres.start(lab, "127.0.0.1", found.ddl, progress=lambda _m: None)
         assert postgres.running(lab) is not None and state["url"].endswith(f"127.0.0.1:{postgres.PORT}/tansu")

@@ -25,7 +25,7 @@ def test_the_cached_version_list_serves_when_maven_does_not(tmp_path, monkeypatc
     cached = tmp_path / "gregor" / "kafka" / "maven-metadata.xml"
     cached.parent.mkdir(parents=True)
     cached.write_text(METADATA)
-    os.utime(cached, (0, 0))   # older than a day: Maven is asked first
+    os.utime(cached, (0, 0))  # older than a day: Maven is asked first
     monkeypatch.setattr(kafka_install, "repository", lambda: "http://127.0.0.1:9/maven2")
     assert kafka_install.maven_versions()[-1] == "4.4.0"
     with pytest.raises(GregorError, match=r"newest: 4.4.0, 4.0.0, 3.9.1, 3.8.0$"):
@@ -51,9 +51,11 @@ def test_kfake_pseudo_versions_sort_by_their_commit_time():
 
 
 def test_kfake_options_found_in_its_source(tmp_path):
-    (tmp_path / "config.go").write_text("package kfake\n\nfunc NumBrokers(n int) Opt {}\nfunc Ports(p ...int) Opt {}\n"
-                                        "func ListenFn(f X) Opt {}\nfunc DataDir(d string) Opt {}\n")
-    (tmp_path / "x_test.go").write_text("func EnableSASL() Opt {}\n")   # tests do not count
+    (tmp_path / "config.go").write_text(
+        "package kfake\n\nfunc NumBrokers(n int) Opt {}\nfunc Ports(p ...int) Opt {}\n"
+        "func ListenFn(f X) Opt {}\nfunc DataDir(d string) Opt {}\n"
+    )
+    (tmp_path / "x_test.go").write_text("func EnableSASL() Opt {}\n")  # tests do not count
     assert kfake_build.features(str(tmp_path)) == ("NumBrokers", "Ports", "ListenFn", "DataDir")
 
 

@@ -3,7 +3,6 @@
 import os
 
 import pytest
-
 from backend_params import test_backends
 
 

@@ -11,15 +11,19 @@ from workloads.generators import Plans
 
 
 def make_client(spec, link):
-    kinds = {"sender": HangingSender, "committer": CommittingClient, "processor": ProcessingConsumer, "holder": HoldingClient}
+    kinds = {
+        "sender": HangingSender,
+        "committer": CommittingClient,
+        "processor": ProcessingConsumer,
+        "holder": HoldingClient,
+    }
     return kinds.get(spec.role, FakeClient)(spec, link)
 
 
 class FakeClient(Client):
     def start(self):
         if not hasattr(self, "plans"):
-            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride,
-                               self.spec.keys, self.spec.generation)
+            self.plans = Plans(self.spec.seed, self.spec.slot, self.spec.stride, self.spec.keys, self.spec.generation)
             self.count = 0
 
     def step(self):

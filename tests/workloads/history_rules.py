@@ -24,7 +24,7 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
     pending: dict = {}
     crashed: set = set()
     last_time: dict = {}
-    values: dict = {}           # (key, value) -> index of the op that wrote it
+    values: dict = {}  # (key, value) -> index of the op that wrote it
 
     def bad(event, what):
         found.append(f"event {event.get('index')}: {what}: {json.dumps(event)[:300]}")
@@ -60,7 +60,7 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
             pending[process] = event
             for mop in event.get("mops") or ():
                 if mop.get("f") == "send" and event.get("resend"):
-                    if (mop.get("key"), mop.get("value")) not in values:   # a resend repeats an old write
+                    if (mop.get("key"), mop.get("value")) not in values:  # a resend repeats an old write
                         bad(event, f"resend of value {mop.get('value')} to key {mop.get('key')}, never sent before")
                 elif mop.get("f") == "send":
                     check_send_value(event, mop, keys, values, bad)
@@ -80,7 +80,7 @@ def problems(history: list[dict], test: dict, cut_short: bool = False) -> list[s
                 bad(event, "fail/info completion without error")
             check_completion(invoked, event, keys, values, bad)
     if not cut_short:
-        for process, invoked in pending.items():
+        for invoked in pending.values():
             bad(invoked, "invoke without completion")
     for key in test["keys"].values():
         if not (isinstance(key, list) and len(key) == 2 and isinstance(key[1], int)):
@@ -108,8 +108,10 @@ def unrepeated_sends(history: list[dict]) -> list[str]:
         have = {(m.get("key"), m.get("value")) for m in event.get("mops") or () if m.get("f") == "send"}
         missing = [s for s in want if s not in have]
         if missing:
-            found.append(f"event {event.get('index')} ({event.get('type')} {event.get('f')} "
-                         f"{event.get('error')}): invoke {invoked.get('index')} sent {missing}, not listed")
+            found.append(
+                f"event {event.get('index')} ({event.get('type')} {event.get('f')} "
+                f"{event.get('error')}): invoke {invoked.get('index')} sent {missing}, not listed"
+            )
     return found
 
 
@@ -149,7 +151,7 @@ def check_completion(invoked, event, keys, values, bad) -> None:
         kind = mop.get("f")
         if kind == "send":
             if (mop["key"], mop["value"]) not in set(invoked_sends):
-                check_send_value(event, mop, keys, values, bad)   # decided during the op
+                check_send_value(event, mop, keys, values, bad)  # decided during the op
                 if "from" in mop and not (isinstance(mop["from"], list) and len(mop["from"]) == 2):
                     bad(event, "from must be [key, value]")
             offset = mop.get("offset")

@@ -6,11 +6,11 @@ import threading
 import time
 from dataclasses import replace
 
-from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outcome_mops
-from workloads.history import HistoryWriter, read_history
-
 from history_rules import problems
 from polling import wait_until
+
+from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outcome_mops
+from workloads.history import HistoryWriter, read_history
 
 KEYS = {"0": ["t", 0], "1": ["t", 1]}
 TEST = {"keys": KEYS, "concurrency": 3}
@@ -18,9 +18,23 @@ TEST = {"keys": KEYS, "concurrency": 3}
 
 def specs(start_ns, seconds):
     deadline = time.monotonic() + seconds
-    return [ClientSpec(slot=s, process=s, role="producer", module="fake_clients",
-                       stride=3, seed=1, keys=[0, 1], key_map=KEYS, bootstrap="unused",
-                       options={}, start_ns=start_ns, deadline=deadline) for s in range(3)]
+    return [
+        ClientSpec(
+            slot=s,
+            process=s,
+            role="producer",
+            module="fake_clients",
+            stride=3,
+            seed=1,
+            keys=[0, 1],
+            key_map=KEYS,
+            bootstrap="unused",
+            options={},
+            start_ns=start_ns,
+            deadline=deadline,
+        )
+        for s in range(3)
+    ]
 
 
 def run_pool(tmp_path, seconds, during=None, wait_for_exit=True):
@@ -62,8 +76,9 @@ def test_a_killed_client_gets_an_info_completion_and_a_successor(tmp_path):
     assert new == old + 3
     assert problems(history, TEST) == []
     assert any(e["process"] == new for e in history)
-    assert not any(e["process"] == old and e["index"] > min(
-        i["index"] for i in history if i["process"] == new) for e in history)
+    assert not any(
+        e["process"] == old and e["index"] > min(i["index"] for i in history if i["process"] == new) for e in history
+    )
 
 
 def test_with_resend_a_replacement_is_given_the_sends_its_predecessor_had_in_flight(tmp_path):
@@ -83,9 +98,11 @@ def test_with_resend_a_replacement_is_given_the_sends_its_predecessor_had_in_fli
     killed = [e for e in history if e["process"] == old and e.get("error") == "killed"]
     assert len(killed) == 1 and killed[0]["type"] == "info"
     assert new == old + 3, "the replacement continues as old id + stride"
-    assert [(m["key"], m["value"]) for m in extra["resend"]] == \
-        [(m["key"], m["value"]) for m in killed[0]["mops"]] == \
-        [(m["key"], m["value"]) for m in in_flight]
+    assert (
+        [(m["key"], m["value"]) for m in extra["resend"]]
+        == [(m["key"], m["value"]) for m in killed[0]["mops"]]
+        == [(m["key"], m["value"]) for m in in_flight]
+    )
 
 
 def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
@@ -97,7 +114,9 @@ def test_a_transaction_killed_after_it_asked_to_commit_is_not_resent(tmp_path):
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None, resend=True)
     spec = replace(specs(writer.start_ns, 10.0)[0], role="committer")
     pool.spawn(spec)
-    wait_until(lambda: pool.live[0].committing is not None, interval=0.01)     # it has told the pool that it asked to commit
+    wait_until(
+        lambda: pool.live[0].committing is not None, interval=0.01
+    )  # it has told the pool that it asked to commit
     ids: list = []
     killer = threading.Thread(target=lambda: ids.extend(pool.kill_process(pool.process_of(0))), daemon=True)
     killer.start()
@@ -122,7 +141,7 @@ def test_a_transaction_counts_as_open_from_its_acknowledged_writes_until_it_asks
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
     pool.spawn(replace(specs(writer.start_ns, 30.0)[0], role="holder"))
     seen: list = []
-    end = time.monotonic() + 30     # two ops from whenever the client has started
+    end = time.monotonic() + 30  # two ops from whenever the client has started
     while time.monotonic() < end and seen.count((True, True)) < 2:
         state = (pool.pending(0) is not None, pool.writes_acknowledged(0))
         if not seen or seen[-1] != state:
@@ -132,8 +151,8 @@ def test_a_transaction_counts_as_open_from_its_acknowledged_writes_until_it_asks
     writer.close()
     assert (False, True) not in seen
     start = seen.index((True, True))
-    assert seen[start - 1] == (True, False), seen           # sent, not yet acknowledged
-    assert seen[start + 1:start + 3] == [(True, False), (False, False)], seen   # committing, then done
+    assert seen[start - 1] == (True, False), seen  # sent, not yet acknowledged
+    assert seen[start + 1 : start + 3] == [(True, False), (False, False)], seen  # committing, then done
     assert seen.count((True, True)) >= 2, seen
 
 
@@ -143,14 +162,16 @@ def test_a_consumer_killed_while_it_processes_lists_what_it_had_read(tmp_path):
     writer = HistoryWriter(str(tmp_path / "h.jsonl"))
     pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
     pool.spawn(replace(specs(writer.start_ns, 10.0)[0], role="processor"))
-    wait_until(lambda: pool.live[0].polled is not None, interval=0.01)     # it has told the pool what it polled
+    wait_until(lambda: pool.live[0].polled is not None, interval=0.01)  # it has told the pool what it polled
     old, _new = pool.kill_process(pool.process_of(0))
     pool.stop_all(grace_s=1)
     writer.close()
     killed = [e for e in read_history(str(tmp_path / "h.jsonl")) if e["process"] == old and e["type"] == "info"]
     assert len(killed) == 1 and killed[0]["f"] == "poll" and killed[0]["group"] == "g"
-    assert killed[0]["mops"] == [{"f": "poll", "key": 0, "offset": 3, "value": 30},
-                                 {"f": "poll", "key": 1, "offset": 5, "value": 51}]
+    assert killed[0]["mops"] == [
+        {"f": "poll", "key": 0, "offset": 3, "value": 30},
+        {"f": "poll", "key": 1, "offset": 5, "value": 51},
+    ]
 
 
 def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
@@ -163,14 +184,13 @@ def test_a_paused_client_is_resumed_and_stopped_at_the_end(tmp_path):
 
     pool, history = run_pool(tmp_path, 2.5, during=pause_one, wait_for_exit=False)
     assert problems(history, TEST) == []
-    assert not os.path.exists(f"/proc/{paused['pid']}") or \
-        open(f"/proc/{paused['pid']}/stat").read().split()[2] == "Z"
+    assert not os.path.exists(f"/proc/{paused['pid']}") or open(f"/proc/{paused['pid']}/stat").read().split()[2] == "Z"
 
 
-def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared(tmp_path,
-                                                                                 monkeypatch):
+def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared(tmp_path, monkeypatch):
     import subprocess
     import sys
+
     from workloads.clients import _start_time, kill_leftover_clients
 
     monkeypatch.setenv("GREGOR_CLIENTS_DIR", str(tmp_path))
@@ -182,7 +202,7 @@ def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared
     try:
         os.kill(paused.pid, signal.SIGSTOP)
         (directory / str(paused.pid)).write_text(_start_time(paused.pid))
-        (directory / str(bystander.pid)).write_text("1")    # a recycled pid: other start time
+        (directory / str(bystander.pid)).write_text("1")  # a recycled pid: other start time
         assert kill_leftover_clients(lab) == 1
         assert paused.wait(timeout=10) == -signal.SIGKILL
         assert bystander.poll() is None
@@ -197,6 +217,8 @@ def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared
 def test_a_dead_clients_completion_keeps_sends_and_drops_the_bare_poll():
     """docs/HISTORY.md: a poll that read nothing leaves no poll mop; sends stay listed."""
     invoked = [{"f": "poll"}, {"f": "send", "key": 1, "value": 7}, {"f": "commit", "key": 1, "offset": 3}]
-    assert unknown_outcome_mops(invoked) == [{"f": "send", "key": 1, "value": 7},
-                                             {"f": "commit", "key": 1, "offset": 3}]
+    assert unknown_outcome_mops(invoked) == [
+        {"f": "send", "key": 1, "value": 7},
+        {"f": "commit", "key": 1, "offset": 3},
+    ]
     assert unknown_outcome_mops([{"f": "poll"}]) == []

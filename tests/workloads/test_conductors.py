@@ -79,4 +79,8 @@ def test_a_conductor_never_records_inside_a_nemesis_op(tmp_path):
     killer.join(timeout=5)
     events = [json.loads(line) for line in open(tmp_path / "history.jsonl")]
     assert [(e["type"], e["f"]) for e in events] == [
-        ("invoke", "start-partition"), ("info", "start-partition"), ("invoke", "kill-client"), ("info", "kill-client")]
+        ("invoke", "start-partition"),
+        ("info", "start-partition"),
+        ("invoke", "kill-client"),
+        ("info", "kill-client"),
+    ]

@@ -24,7 +24,7 @@ def test_an_end_that_moves_restarts_the_grace():
 def test_unread_records_or_an_end_past_the_target_are_never_truncation():
     watch = TruncationWatch(grace_s=1)
     for now in (0.0, 2.0, 4.0):
-        assert watch.see(0, position=90, end=100, target=120, now=now) is None   # still reading
+        assert watch.see(0, position=90, end=100, target=120, now=now) is None  # still reading
         assert watch.see(1, position=130, end=130, target=120, now=now) is None  # target exists
         assert watch.see(2, position=None, end=100, target=120, now=now) is None
         assert watch.see(4, position=100, end=None, target=120, now=now) is None  # no leader

@@ -10,26 +10,39 @@ def err(code, **kw):
     return KafkaError(code, **kw)
 
 
-@pytest.mark.parametrize("code", [KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT,
-                                  KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT,
-                                  KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                                  KafkaError._PURGE_INFLIGHT])
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError._PURGE_INFLIGHT,
+    ],
+)
 def test_a_send_whose_outcome_the_client_cannot_know_is_info(code):
     outcome = errors.classify(err(code), errors.SEND)
     assert outcome.type == "info"
     assert outcome.error == err(code).name()
 
 
-@pytest.mark.parametrize("code", [KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._PURGE_QUEUE,
-                                  KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                                  KafkaError.PRODUCER_FENCED, KafkaError._FENCED,
-                                  KafkaError.INVALID_PRODUCER_EPOCH])
+@pytest.mark.parametrize(
+    "code",
+    [
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError._PURGE_QUEUE,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError._FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ],
+)
 def test_a_send_refused_before_any_append_is_fail(code):
     assert errors.classify(err(code), errors.SEND).type == "fail"
 
 
-@pytest.mark.parametrize("code", [KafkaError.NOT_ENOUGH_REPLICAS,
-                                  KafkaError.NOT_LEADER_FOR_PARTITION])
+@pytest.mark.parametrize("code", [KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_LEADER_FOR_PARTITION])
 def test_a_rejected_attempt_is_fail_only_when_nothing_was_retried(code):
     assert errors.classify(err(code), errors.SEND, retries=False).type == "fail"
     assert errors.classify(err(code), errors.SEND, retries=True).type == "info"
@@ -40,8 +53,9 @@ def test_an_unclassified_error_is_never_guessed():
     assert errors.classify(RuntimeError("boom"), errors.SEND).type == "info"
 
 
-@pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
-                                  KafkaError.PRODUCER_FENCED, KafkaError.NOT_ENOUGH_REPLICAS])
+@pytest.mark.parametrize(
+    "code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.PRODUCER_FENCED, KafkaError.NOT_ENOUGH_REPLICAS]
+)
 def test_a_transaction_that_never_asked_to_commit_is_fail(code):
     assert errors.classify(KafkaException(err(code)), errors.TXN_BODY).type == "fail"
 
@@ -57,15 +71,15 @@ def test_a_fenced_commit_is_fail_unless_an_earlier_commit_attempt_was_unknown():
     assert errors.classify(fenced, errors.TXN_COMMIT, commit_attempted_before=True).type == "info"
 
 
-@pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
-                                  KafkaError.COORDINATOR_NOT_AVAILABLE])
+@pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.COORDINATOR_NOT_AVAILABLE])
 def test_a_commit_that_may_have_reached_the_coordinator_is_info(code):
     assert errors.classify(err(code, retriable=True), errors.TXN_COMMIT).type == "info"
     assert errors.classify(err(code), errors.COMMIT).type == "info"
 
 
-@pytest.mark.parametrize("code", [KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
-                                  KafkaError.UNKNOWN_MEMBER_ID])
+@pytest.mark.parametrize(
+    "code", [KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID]
+)
 def test_an_offset_commit_the_coordinator_refused_is_fail(code):
     assert errors.classify(err(code), errors.COMMIT).type == "fail"
 
@@ -79,15 +93,22 @@ def test_a_failed_poll_is_fail():
     assert errors.classify(err(KafkaError._TRANSPORT), errors.POLL).type == "fail"
 
 
-@pytest.mark.parametrize("types,expected", [
-    ([], "ok"), (["ok", "ok"], "ok"), (["fail", "fail"], "fail"),
-    (["ok", "fail"], "info"), (["ok", "info"], "info"), (["fail", "info"], "info")])
+@pytest.mark.parametrize(
+    "types,expected",
+    [
+        ([], "ok"),
+        (["ok", "ok"], "ok"),
+        (["fail", "fail"], "fail"),
+        (["ok", "fail"], "info"),
+        (["ok", "info"], "info"),
+        (["fail", "info"], "info"),
+    ],
+)
 def test_a_batch_is_ok_or_fail_only_when_every_send_agrees(types, expected):
     assert errors.combine(types) == expected
 
 
 def test_every_table_entry_names_a_real_librdkafka_code():
-    for table in (errors.NOT_WRITTEN, errors.REJECTED_ATTEMPT, errors.UNKNOWN,
-                  errors.COMMIT_REJECTED):
+    for table in (errors.NOT_WRITTEN, errors.REJECTED_ATTEMPT, errors.UNKNOWN, errors.COMMIT_REJECTED):
         for name in table:
             assert hasattr(KafkaError, name), name

@@ -1,7 +1,8 @@
 """Generators: reproducible from the seed, values unique per key across clients."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workloads.generators import GENERATION_BLOCK, Pacer, Plans, ValueSource
 
@@ -68,13 +69,14 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch):
     import workloads.generators as generators
+
     fake = FakeClock()
     monkeypatch.setattr(generators, "time", fake)
     return fake
 
 
 def test_a_pacer_spaces_ops_at_the_rate(clock):
-    pacer = Pacer(256.0)        # an interval (1/256 s) that floats hold exactly
+    pacer = Pacer(256.0)  # an interval (1/256 s) that floats hold exactly
     start = clock.monotonic()
     ops = 0
     while pacer.wait(start + 0.25):
@@ -86,7 +88,7 @@ def test_a_pacer_does_not_burst_after_a_stall(clock):
     """It banks at most one interval of debt: after a 1 s stall, one op at once, then the rate again."""
     pacer = Pacer(100.0)
     assert pacer.wait(clock.monotonic() + 10)
-    clock.sleep(1.0)            # the stall
+    clock.sleep(1.0)  # the stall
     times = []
     for _ in range(4):
         assert pacer.wait(clock.monotonic() + 10)

@@ -14,12 +14,13 @@ import threading
 import time
 
 import pytest
+from test_lab_runs import alive, client_pids, gregor_run
 
 from harness.paths import clients_dir
-from test_lab_runs import alive, client_pids, gregor_run
 from workloads.drain import OffsetsLearned
 from workloads.guarded_drain import guarded_drain
 from workloads.history import HistoryWriter
+
 
 @pytest.fixture(scope="module")
 def lab(first_backend_lab):
@@ -40,13 +41,15 @@ def read_lines(path) -> list[dict]:
         return [json.loads(line) for line in handle]
 
 
-def signal_first_drain_child_once_it_polls(lab_name: str, history, process: int, signum: int,
-                                           stopped: list) -> None:
+def signal_first_drain_child_once_it_polls(lab_name: str, history, process: int, signum: int, stopped: list) -> None:
     end = time.monotonic() + 60
     while time.monotonic() < end:
         pids = client_pids(lab_name)
-        if pids and os.path.exists(history) and any(
-                e["process"] == process and e["f"] == "poll" for e in read_lines(history)):
+        if (
+            pids
+            and os.path.exists(history)
+            and any(e["process"] == process and e["f"] == "poll" for e in read_lines(history))
+        ):
             os.kill(pids[0], signum)
             stopped.append(pids[0])
             return
@@ -56,21 +59,33 @@ def signal_first_drain_child_once_it_polls(lab_name: str, history, process: int,
 @pytest.mark.lab
 @pytest.mark.parametrize("signum, why", [(signal.SIGSTOP, "hung"), (signal.SIGKILL, "died")], ids=["stopped", "killed"])
 def test_a_wedged_or_dead_drain_child_is_given_up_and_the_keys_are_read_again(lab, tmp_path, signum, why):
-    run_dir, test, history, _ = gregor_run(lab, tmp_path / "store", "queue", "--concurrency", "2",
-                                           "--rate", "50", seconds=4)
+    run_dir, test, history, _ = gregor_run(
+        lab, tmp_path / "store", "queue", "--concurrency", "2", "--rate", "50", seconds=4
+    )
     targets = highest_offsets(history)
     assert targets, "the run acknowledged no sends"
     short_key = min(targets)
-    targets[short_key] += 1000   # a log that ends below its target: the drain waits out the grace
+    targets[short_key] += 1000  # a log that ends below its target: the drain waits out the grace
     assert client_pids(lab.name) == []
     drained = tmp_path / "drain.jsonl"
     writer = HistoryWriter(str(drained))
     stopped: list[int] = []
-    watcher = threading.Thread(target=signal_first_drain_child_once_it_polls,
-                               args=(lab.name, drained, 1000, signum, stopped), daemon=True)
+    watcher = threading.Thread(
+        target=signal_first_drain_child_once_it_polls, args=(lab.name, drained, 1000, signum, stopped), daemon=True
+    )
     watcher.start()
-    result = guarded_drain(writer, test["keys"], lab.bootstrap_servers, targets, 1000, "read_committed",
-                           60, lab.name, progress=None, hang_s=3)
+    result = guarded_drain(
+        writer,
+        test["keys"],
+        lab.bootstrap_servers,
+        targets,
+        1000,
+        "read_committed",
+        60,
+        lab.name,
+        progress=None,
+        hang_s=3,
+    )
     writer.close()
     watcher.join(timeout=5)
     events = read_lines(drained)
@@ -109,7 +124,17 @@ def test_a_drain_child_that_cannot_start_fails_the_drain_with_its_reason(tmp_pat
     monkeypatch.setenv("GREGOR_CLIENTS_DIR", str(tmp_path / "clients"))
     writer = HistoryWriter(str(tmp_path / "history.jsonl"))
     with pytest.raises(RuntimeError, match="the drain's client failed: KafkaException.*no.such.setting"):
-        guarded_drain(writer, {"0": ["t", 0]}, "127.0.0.1:1", {0: 5}, 7, "read_committed", 10,
-                      "gregor-test-no-lab", progress=None, client_config={"no.such.setting": "1"})
+        guarded_drain(
+            writer,
+            {"0": ["t", 0]},
+            "127.0.0.1:1",
+            {0: 5},
+            7,
+            "read_committed",
+            10,
+            "gregor-test-no-lab",
+            progress=None,
+            client_config={"no.such.setting": "1"},
+        )
     writer.close()
     assert client_pids("gregor-test-no-lab") == []

@@ -15,7 +15,7 @@ def test_indices_are_contiguous_under_concurrent_writers(tmp_path):
     writer = HistoryWriter(str(tmp_path / "h.jsonl"))
 
     def spam(process):
-        for i in range(500):
+        for _ in range(500):
             writer.record({"process": process, "type": "invoke", "f": "poll"})
 
     threads = [threading.Thread(target=spam, args=(p,)) for p in range(8)]
@@ -63,8 +63,9 @@ def test_sigkill_mid_write_leaves_whole_lines_and_at_most_a_torn_tail(tmp_path):
     with contiguous indices, then at most one unterminated prefix of a line,
     which every reader (read_history, checkers.load.torn_tail) leaves out."""
     path = tmp_path / "h.jsonl"
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and (not path.exists() or path.stat().st_size < 2_000_000):

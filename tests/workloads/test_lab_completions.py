@@ -10,7 +10,6 @@ One backend suffices: the property belongs to the workloads' clients.
 import os
 
 import pytest
-
 from history_rules import problems, unrepeated_sends
 from test_lab_runs import gregor_run
 
@@ -34,11 +33,25 @@ def lab(first_backend_lab):
 @pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_every_completion_repeats_its_invoke_sends_under_faults(lab, tmp_path, workload):
     _, test, history, _ = gregor_run(
-        lab, tmp_path, workload, *WORKLOADS[workload], "--nemesis", "partition,pause,kill",
-        "--nemesis-interval", "3", "--nemesis-targets", "leader,one,coordinator,client",
-        "--seed", "3", seconds=RUN_S)
-    applied = [e for e in history if e["process"] == "nemesis" and e["type"] == "info"
-               and not {"skipped", "failed"} & set(e["value"])]
+        lab,
+        tmp_path,
+        workload,
+        *WORKLOADS[workload],
+        "--nemesis",
+        "partition,pause,kill",
+        "--nemesis-interval",
+        "3",
+        "--nemesis-targets",
+        "leader,one,coordinator,client",
+        "--seed",
+        "3",
+        seconds=RUN_S,
+    )
+    applied = [
+        e
+        for e in history
+        if e["process"] == "nemesis" and e["type"] == "info" and not {"skipped", "failed"} & set(e["value"])
+    ]
     assert applied, "no fault was applied"
     unsure = [e for e in history if e["type"] in ("fail", "info") and e["process"] != "nemesis"]
     print(f"{workload}: {len(applied)} fault ops, {len(unsure)} fail/info completions")

@@ -15,15 +15,15 @@ import sys
 import time
 
 import pytest
-
 from backend_params import test_backends
-from harness.paths import clients_dir
 from history_rules import load, problems
+
+from harness.paths import clients_dir
 
 pytestmark = pytest.mark.lab
 
 GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
-RUN_S = float(os.environ.get("GREGOR_WL_RUN_S", "30"))   # an earlier issue: each workload runs 30 s
+RUN_S = float(os.environ.get("GREGOR_WL_RUN_S", "30"))  # an earlier issue: each workload runs 30 s
 
 
 @pytest.fixture(scope="module", params=test_backends())
@@ -32,13 +32,29 @@ def lab(request, lab_keeper):
         pytest.skip("the lab needs root")
     found = lab_keeper.get(request.param, {})
     yield found
-    if lab_keeper.current.get(request.param) is found:   # a test may have taken it down on purpose
+    if lab_keeper.current.get(request.param) is found:  # a test may have taken it down on purpose
         found.heal_all()
 
 
 def gregor_run(lab, store, workload, *extra, seconds=RUN_S, timeout=240):
-    argv = [GREGOR, "run", "--workload", workload, "--lab", lab.name, "--backend", lab.backend.name,
-            "--store", str(store), "--time-limit", str(seconds), "--no-check", "--drain-time-limit", "30", *extra]
+    argv = [
+        GREGOR,
+        "run",
+        "--workload",
+        workload,
+        "--lab",
+        lab.name,
+        "--backend",
+        lab.backend.name,
+        "--store",
+        str(store),
+        "--time-limit",
+        str(seconds),
+        "--no-check",
+        "--drain-time-limit",
+        "30",
+        *extra,
+    ]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     run_dir = os.path.realpath(os.path.join(store, "latest"))
@@ -55,17 +71,32 @@ def oks(history, f):
 def assert_common(test, history, stdout):
     found = problems(history, test)
     assert found == [], "\n".join(found[:20])
-    for field in ("name", "system", "version", "workload", "seed", "concurrency", "keys",
-                  "client", "broker", "drain", "nodes", "versions", "nemesis", "start_time", "backend", "setup"):
+    for field in (
+        "name",
+        "system",
+        "version",
+        "workload",
+        "seed",
+        "concurrency",
+        "keys",
+        "client",
+        "broker",
+        "drain",
+        "nodes",
+        "versions",
+        "nemesis",
+        "start_time",
+        "backend",
+        "setup",
+    ):
         assert field in test, field
     assert test["drain"]["complete"] is True
-    assert "acked sends/s" in stdout     # progress lines were printed
+    assert "acked sends/s" in stdout  # progress lines were printed
 
 
 @pytest.mark.first_backend_only
 def test_queue_follows_the_history_format(lab, tmp_path):
-    _, test, history, out = gregor_run(lab, tmp_path, "queue", "--concurrency", "4", "--rate", "200",
-                                       "--batch", "5")
+    _, test, history, out = gregor_run(lab, tmp_path, "queue", "--concurrency", "4", "--rate", "200", "--batch", "5")
     assert_common(test, history, out)
     sends = oks(history, "send")
     assert sends and all(len(e["mops"]) == 5 for e in sends)
@@ -89,8 +120,7 @@ def test_txn_records_inits_aborts_and_reads(lab, tmp_path):
 
 @pytest.mark.first_backend_only
 def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
-    _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "2", "--rate", "40",
-                                       "--subscribe")
+    _, test, history, out = gregor_run(lab, tmp_path, "txn", "--concurrency", "2", "--rate", "40", "--subscribe")
     assert_common(test, history, out)
     txns = oks(history, "txn")
     assert any(m["f"] == "commit" for e in txns for m in e["mops"])
@@ -99,22 +129,27 @@ def test_txn_through_a_group_commits_offsets_in_the_transaction(lab, tmp_path):
 
 @pytest.mark.first_backend_only
 def test_zombie_pauses_one_instance_and_fences_it(lab, tmp_path):
-    _, test, history, out = gregor_run(lab, tmp_path, "zombie", "--concurrency", "2", "--rate", "30",
-                                       seconds=max(RUN_S, 12))
+    _, test, history, out = gregor_run(
+        lab, tmp_path, "zombie", "--concurrency", "2", "--rate", "30", seconds=max(RUN_S, 12)
+    )
     assert_common(test, history, out)
     pauses = [e for e in history if e["process"] == "nemesis" and e["f"] == "pause"]
     assert pauses
     epochs = [e["epoch"] for e in oks(history, "init")]
     assert len(epochs) >= 2 and epochs == sorted(epochs) and len(set(epochs)) == len(epochs)
-    fenced = [e for e in history if e["type"] == "fail" and e["f"] == "txn"
-              and e.get("error") in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")]
+    fenced = [
+        e
+        for e in history
+        if e["type"] == "fail"
+        and e["f"] == "txn"
+        and e.get("error") in ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+    ]
     assert fenced, "a resumed zombie's transaction must fail fenced"
 
 
 @pytest.mark.first_backend_only
 def test_eos_copies_with_from_and_verifies(lab, tmp_path):
-    _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100",
-                                       "--keys", "4")
+    _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100", "--keys", "4")
     assert_common(test, history, out)
     copies = [m for e in oks(history, "txn") for m in e["mops"] if m["f"] == "send"]
     assert copies and all("from" in m for m in copies)
@@ -130,12 +165,26 @@ def test_eos_copier_names_its_outputs_on_the_invoke_so_a_killed_copy_keeps_them(
     the outputs and their inputs were read by an earlier `ok` poll, the
     history forgets that copy and the checker reports its inputs as eos-lost
     and offset-commit-loss (catalogue eos-commit-after, safe side)."""
-    _, test, history, out = gregor_run(lab, tmp_path, "eos", "--concurrency", "4", "--rate", "100",
-                                       "--keys", "4", "--nemesis", "kill-client",
-                                       "--nemesis-targets", "client:copier", "--nemesis-interval", "2")
+    _, test, history, out = gregor_run(
+        lab,
+        tmp_path,
+        "eos",
+        "--concurrency",
+        "4",
+        "--rate",
+        "100",
+        "--keys",
+        "4",
+        "--nemesis",
+        "kill-client",
+        "--nemesis-targets",
+        "client:copier",
+        "--nemesis-interval",
+        "2",
+    )
     assert_common(test, history, out)
     assert any(e["process"] == "nemesis" and e["f"] == "kill-client" for e in history)
-    last_read: dict = {}     # process -> (key, value) of the records its last ok poll op read
+    last_read: dict = {}  # process -> (key, value) of the records its last ok poll op read
     copies = 0
     for event in history:
         if event.get("group") is None or event["process"] == "nemesis":
@@ -154,8 +203,9 @@ def test_eos_copier_names_its_outputs_on_the_invoke_so_a_killed_copy_keeps_them(
 
 @pytest.mark.first_backend_only
 def test_group_rebalances_under_pauses_and_kills(lab, tmp_path):
-    _, test, history, out = gregor_run(lab, tmp_path, "group", "--concurrency", "4", "--rate", "100",
-                                       "--auto-commit", seconds=max(RUN_S, 15))
+    _, test, history, out = gregor_run(
+        lab, tmp_path, "group", "--concurrency", "4", "--rate", "100", "--auto-commit", seconds=max(RUN_S, 15)
+    )
     assert_common(test, history, out)
     assert any("rebalance" in e for e in history)
     autos = [e for e in oks(history, "commit") if e.get("auto") is True]
@@ -178,8 +228,25 @@ def alive(pid):
 
 def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, tmp_path):
     store = tmp_path / "store"
-    argv = [GREGOR, "run", "--workload", "zombie", "--lab", lab.name, "--backend", lab.backend.name,
-            "--store", str(store), "--time-limit", "60", "--no-check", "--concurrency", "4", "--rate", "40"]
+    argv = [
+        GREGOR,
+        "run",
+        "--workload",
+        "zombie",
+        "--lab",
+        lab.name,
+        "--backend",
+        lab.backend.name,
+        "--store",
+        str(store),
+        "--time-limit",
+        "60",
+        "--no-check",
+        "--concurrency",
+        "4",
+        "--rate",
+        "40",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     history = None
     try:
@@ -208,28 +275,36 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
         time.sleep(0.1)
     assert not any(alive(p) for p in pids), "client processes outlived the controller"
     # the next run cleans the registry and works
-    _, test, history2, out = gregor_run(lab, tmp_path / "again", "queue", "--concurrency", "2",
-                                        "--rate", "50", seconds=3)
+    _, test, history2, out = gregor_run(
+        lab, tmp_path / "again", "queue", "--concurrency", "2", "--rate", "50", seconds=3
+    )
     assert problems(history2, test) == []
     assert client_pids(lab.name) == []
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("workload, extra", [
-    ("queue", ["--concurrency", "4", "--rate", "200", "--batch", "5"]),
-    ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
-    # librdkafka's group log in the client logs: a copier that restarts a key
-    # below its group's commit (eos-duplicate 50, once in 529 fault-free runs
-    # on 2026-11-26, README "Known limits") shows here where its start offset came from
-    pytest.param("eos", ["--concurrency", "4", "--rate", "100", "--keys", "4",
-                         "--consumer-config", "debug=cgrp,consumer"], marks=pytest.mark.first_backend_only),
-    pytest.param("zombie", ["--concurrency", "2", "--rate", "30"], marks=pytest.mark.first_backend_only),
-    pytest.param("group", ["--concurrency", "4", "--rate", "100"], marks=pytest.mark.first_backend_only),
-])
+@pytest.mark.parametrize(
+    "workload, extra",
+    [
+        ("queue", ["--concurrency", "4", "--rate", "200", "--batch", "5"]),
+        ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
+        # librdkafka's group log in the client logs: a copier that restarts a key
+        # below its group's commit (eos-duplicate 50, once in 529 fault-free runs
+        # on 2026-11-26, README "Known limits") shows here where its start offset came from
+        pytest.param(
+            "eos",
+            ["--concurrency", "4", "--rate", "100", "--keys", "4", "--consumer-config", "debug=cgrp,consumer"],
+            marks=pytest.mark.first_backend_only,
+        ),
+        pytest.param("zombie", ["--concurrency", "2", "--rate", "30"], marks=pytest.mark.first_backend_only),
+        pytest.param("group", ["--concurrency", "4", "--rate", "100"], marks=pytest.mark.first_backend_only),
+    ],
+)
 def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path, workload, extra):
     """The real checker on real histories: with no faults, Kafka keeps its
     promises, so any bad anomaly here is a false alarm of ours."""
     from checkers.check import check_dir
+
     run_dir, _, _, _ = gregor_run(lab, tmp_path, workload, *extra, seconds=10)
     results = check_dir(run_dir, progress=lambda message: None)
     bad = {name: entry for name, entry in results["anomalies"].items() if not entry["allowed"]}
@@ -243,6 +318,9 @@ def start_offsets(run_dir) -> str:
     found = []
     for log in sorted(glob.glob(os.path.join(run_dir, "clients", "*.log"))):
         with open(log, errors="replace") as handle:
-            found += [os.path.basename(log) + ": " + line.strip() for line in handle
-                      if "back to pending list" in line or "offset reset" in line]
+            found += [
+                os.path.basename(log) + ": " + line.strip()
+                for line in handle
+                if "back to pending list" in line or "offset reset" in line
+            ]
     return ("\n" + "\n".join(found[-40:])) if found else ""

@@ -76,14 +76,26 @@ class Instance:
 
 
 def run_one(producer, abort=False):
-    spec = ClientSpec(slot=0, process=0, role="txn", module="workloads.txn", stride=1, seed=0,
-                      keys=[0, 1], key_map=KEYS, bootstrap="unused", options={}, start_ns=0, deadline=0)
+    spec = ClientSpec(
+        slot=0,
+        process=0,
+        role="txn",
+        module="workloads.txn",
+        stride=1,
+        seed=0,
+        keys=[0, 1],
+        key_map=KEYS,
+        bootstrap="unused",
+        options={},
+        start_ns=0,
+        deadline=0,
+    )
     link = Link()
     client = Client(spec, link)
     mops = [{"f": "send", "key": 0, "value": 3}, {"f": "poll"}, {"f": "send", "key": 1, "value": 4}]
     tp = Instance(producer)
     done = TxnRunner(client, KeyMap(KEYS)).run(tp, mops, abort)
-    return [e for e in link.events if "type" in e], done, tp     # history events, not the pool's messages
+    return [e for e in link.events if "type" in e], done, tp  # history events, not the pool's messages
 
 
 def sends(event):
@@ -114,7 +126,13 @@ def test_an_abort_that_finds_the_instance_fenced_retires_it():
 
 def test_unperformed_sends_follow_the_performed_ones_in_invoke_order():
     done = [{"f": "poll", "key": 1, "offset": 0, "value": 9}, {"f": "send", "key": 1, "value": 4, "offset": 7}]
-    invoke = [{"f": "send", "key": 0, "value": 3}, {"f": "poll"}, {"f": "send", "key": 1, "value": 4},
-              {"f": "send", "key": 0, "value": 5}]
-    assert with_unperformed_sends(done, invoke) == done + [{"f": "send", "key": 0, "value": 3},
-                                                           {"f": "send", "key": 0, "value": 5}]
+    invoke = [
+        {"f": "send", "key": 0, "value": 3},
+        {"f": "poll"},
+        {"f": "send", "key": 1, "value": 4},
+        {"f": "send", "key": 0, "value": 5},
+    ]
+    assert with_unperformed_sends(done, invoke) == done + [
+        {"f": "send", "key": 0, "value": 3},
+        {"f": "send", "key": 0, "value": 5},
+    ]

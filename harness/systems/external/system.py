@@ -37,16 +37,22 @@ class ExternalSystem:
     name = "external"
     OPTIONS = ("bootstrap", "hosts")
 
-    def __init__(self, version: str | None = None, overrides: dict[str, str] | None = None,
-                 jvm_opts: list[str] | None = None, options: dict | None = None):
+    def __init__(
+        self,
+        version: str | None = None,
+        overrides: dict[str, str] | None = None,
+        jvm_opts: list[str] | None = None,
+        options: dict | None = None,
+    ):
         options = dict(options or {})
         unknown = sorted(set(options) - set(self.OPTIONS))
         if unknown:
             raise GregorError(f"the external system has no option {unknown[0]!r}")
         bootstrap = str(options.get("bootstrap") or "").strip()
         if not bootstrap:
-            raise GregorError("the external system needs --bootstrap host:port,... (the bootstrap servers "
-                              "of the cluster to test)")
+            raise GregorError(
+                "the external system needs --bootstrap host:port,... (the bootstrap servers of the cluster to test)"
+            )
         servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
         for server in servers:
             capabilities.split_server(server)
@@ -76,23 +82,33 @@ class ExternalSystem:
         try:
             self._probe = capabilities.probe(self.bootstrap, timeout=5, client_config=self.client_config)
         except GregorError as error:
-            raise GregorError(f"the external cluster does not answer at {self.bootstrap}: "
-                              f"{str(error).removeprefix('no bootstrap server answers ApiVersions: ')}") from None
-        progress(f"external cluster {self._probe['cluster_id'] or '(no cluster id)'} at {self.bootstrap}: "
-                 f"brokers {', '.join(self._probe['brokers']) or 'none listed'}")
+            raise GregorError(
+                f"the external cluster does not answer at {self.bootstrap}: "
+                f"{str(error).removeprefix('no bootstrap server answers ApiVersions: ')}"
+            ) from None
+        progress(
+            f"external cluster {self._probe['cluster_id'] or '(no cluster id)'} at {self.bootstrap}: "
+            f"brokers {', '.join(self._probe['brokers']) or 'none listed'}"
+        )
 
     def deploy(self, lab: str, nodes, progress, controller_address: str | None = None) -> None:
         found = self._probe or capabilities.probe(self.bootstrap, client_config=self.client_config)
         hosts = sorted({address.rpartition(":")[0] for addresses in found["brokers"].values() for address in addresses})
-        self._state = {"name": self.name, "version": self.version, "bootstrap": self.bootstrap,
-                       "hosts": self.hosts, "cluster_id": found["cluster_id"],
-                       "broker_ids": sorted(int(b) for b in found["brokers"]), "broker_hosts": hosts,
-                       "nodes": {n.name: n.address for n in nodes}}
+        self._state = {
+            "name": self.name,
+            "version": self.version,
+            "bootstrap": self.bootstrap,
+            "hosts": self.hosts,
+            "cluster_id": found["cluster_id"],
+            "broker_ids": sorted(int(b) for b in found["brokers"]),
+            "broker_hosts": hosts,
+            "nodes": {n.name: n.address for n in nodes},
+        }
         for node in nodes:
             node.service = self.service(node)
 
     def service(self, node):
-        return None   # not a process of ours: never started, paused or killed by Gregor
+        return None  # not a process of ours: never started, paused or killed by Gregor
 
     def state(self) -> dict:
         return dict(self._state)
@@ -129,9 +145,14 @@ class ExternalSystem:
         return {}
 
     def describe(self) -> dict:
-        return {"system": self.name, "version": self.version, "storage": "not known (a cluster Gregor did not start)",
-                "controllers": "not known", "bootstrap": self.bootstrap,
-                "cluster_id": self._state.get("cluster_id")}
+        return {
+            "system": self.name,
+            "version": self.version,
+            "storage": "not known (a cluster Gregor did not start)",
+            "controllers": "not known",
+            "bootstrap": self.bootstrap,
+            "cluster_id": self._state.get("cluster_id"),
+        }
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing of ours runs beside the cluster."""

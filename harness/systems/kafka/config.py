@@ -16,10 +16,11 @@ BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
 
 DEFAULT_JVM_OPTS = (
-    "-Xms256m", "-Xmx384m",
+    "-Xms256m",
+    "-Xmx384m",
     "-XX:+UseSerialGC",
     "-XX:ActiveProcessorCount=1",
-    "-XX:TieredStopAtLevel=1",   # C1 only: far less JIT CPU while 3 JVMs start on 2 cores
+    "-XX:TieredStopAtLevel=1",  # C1 only: far less JIT CPU while 3 JVMs start on 2 cores
     "-XX:MaxMetaspaceSize=128m",
     "-Djava.awt.headless=true",
 )
@@ -73,8 +74,15 @@ def parse_overrides(pairs: list[str] | None, files: list[str] | None) -> dict[st
     return result
 
 
-def node_properties(node_id: int, ip: str, voters: str, data_dir: Path, nodes: int,
-                    overrides: dict[str, str], role: str = "broker,controller") -> dict[str, str]:
+def node_properties(
+    node_id: int,
+    ip: str,
+    voters: str,
+    data_dir: Path,
+    nodes: int,
+    overrides: dict[str, str],
+    role: str = "broker,controller",
+) -> dict[str, str]:
     """Everything one node needs, overrides applied last. `role` is Kafka's
     process.roles: a combined node (the default), a dedicated "broker" or a
     dedicated "controller"; `nodes` counts the brokers (replication)."""

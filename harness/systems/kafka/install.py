@@ -135,8 +135,10 @@ def maven_versions(refresh: bool = False) -> list[str]:
     except (OSError, ValueError, ElementTree.ParseError) as error:
         if cached.is_file():
             return parse_metadata(cached.read_text())
-        raise GregorError(f"Maven Central is unreachable (cannot read Kafka's version list at {url}: "
-                          f"{getattr(error, 'reason', error)}); check the network or proxy and retry") from None
+        raise GregorError(
+            f"Maven Central is unreachable (cannot read Kafka's version list at {url}: "
+            f"{getattr(error, 'reason', error)}); check the network or proxy and retry"
+        ) from None
     write_atomic(cached, xml)
     return versions
 
@@ -155,10 +157,11 @@ def check_version(version: str) -> str:
     if version in versions:
         return version
     if _key(version) < OLDEST:
-        raise GregorError(f"Kafka {version} is older than the {'.'.join(map(str, OLDEST))} Gregor runs "
-                          f"(KRaft only); newest on Maven Central: {newest(versions)}")
-    raise GregorError(f"unknown Kafka version {version!r}: Maven Central does not have it; "
-                      f"newest: {newest(versions)}")
+        raise GregorError(
+            f"Kafka {version} is older than the {'.'.join(map(str, OLDEST))} Gregor runs "
+            f"(KRaft only); newest on Maven Central: {newest(versions)}"
+        )
+    raise GregorError(f"unknown Kafka version {version!r}: Maven Central does not have it; newest: {newest(versions)}")
 
 
 def installed(version: str) -> KafkaInstall | None:
@@ -172,9 +175,7 @@ def installed(version: str) -> KafkaInstall | None:
 def require_installed(version: str) -> KafkaInstall:
     found = installed(version)
     if found is None:
-        raise GregorError(
-            f"Kafka {version} is not installed; run: gregor kafka install --version {version}"
-        )
+        raise GregorError(f"Kafka {version} is not installed; run: gregor kafka install --version {version}")
     return found
 
 
@@ -199,13 +200,20 @@ def _pom(version: str) -> str:
 
 
 def _unreachable(output: str) -> bool:
-    markers = ("Could not transfer", "UnknownHost", "Connection refused", "connect timed out",
-               "Network is unreachable", "No route to host", "Connect to ", "Read timed out")
+    markers = (
+        "Could not transfer",
+        "UnknownHost",
+        "Connection refused",
+        "connect timed out",
+        "Network is unreachable",
+        "No route to host",
+        "Connect to ",
+        "Read timed out",
+    )
     return any(marker in output for marker in markers)
 
 
-def install(version: str | None = None, progress: Callable[[str], None] = print,
-            mvn: str = "mvn") -> KafkaInstall:
+def install(version: str | None = None, progress: Callable[[str], None] = print, mvn: str = "mvn") -> KafkaInstall:
     """Installs `version` (default: DEFAULT_VERSION) unless it is cached."""
     version = check_version(version or DEFAULT_VERSION)
     found = installed(version)
@@ -224,10 +232,20 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
     # GREGOR_MAVEN_SETTINGS: a settings.xml for a mirror or proxy (also used by the tests).
     settings = os.environ.get("GREGOR_MAVEN_SETTINGS")
     result = subprocess.run(
-        [mvn, "-B", "-ntp", "-Dstyle.color=never", *(["-s", settings] if settings else []),
-         "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
-         "-DincludeScope=runtime", f"-DoutputDirectory={work / 'libs'}"],
-        capture_output=True, text=True,
+        [
+            mvn,
+            "-B",
+            "-ntp",
+            "-Dstyle.color=never",
+            *(["-s", settings] if settings else []),
+            "-f",
+            str(work / "pom.xml"),
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={work / 'libs'}",
+        ],
+        capture_output=True,
+        text=True,
     )
     if result.returncode != 0:
         output = result.stdout + result.stderr

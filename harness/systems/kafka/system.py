@@ -18,7 +18,6 @@ import uuid
 from harness.errors import GregorError
 from harness.protocols import NODE_FAULTS, POWER_LOSS, Service
 from harness.systems import protocol
-from harness.systems.admin import KafkaAdmin
 from harness.systems.kafka import config, install
 
 
@@ -35,8 +34,9 @@ def require_java(node) -> None:
     """Kafka needs a JVM on every node: one line naming the node if it has none."""
     found = node.exec(["sh", "-c", "command -v java"], check=False)
     if found.returncode != 0 or not found.stdout.strip():
-        raise GregorError(f"{node.label}: java not found; install a JDK 17+ there "
-                          "(Debian: apt-get install openjdk-17-jre-headless)")
+        raise GregorError(
+            f"{node.label}: java not found; install a JDK 17+ there (Debian: apt-get install openjdk-17-jre-headless)"
+        )
 
 
 class KafkaRoles(protocol.ProtocolRoles):
@@ -58,8 +58,13 @@ class KafkaSystem:
     port = config.BROKER_PORT
     OPTIONS = ("controllers", "transaction_version")
 
-    def __init__(self, version: str | None = None, overrides: dict[str, str] | None = None,
-                 jvm_opts: list[str] | None = None, options: dict | None = None):
+    def __init__(
+        self,
+        version: str | None = None,
+        overrides: dict[str, str] | None = None,
+        jvm_opts: list[str] | None = None,
+        options: dict | None = None,
+    ):
         self.version = install.check_version(version or install.DEFAULT_VERSION)
         self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
         self.jvm_opts = list(jvm_opts or config.DEFAULT_JVM_OPTS)
@@ -90,26 +95,47 @@ class KafkaSystem:
         for node in nodes:
             require_java(node)
         node_ids = {node.name: i for i, node in enumerate(nodes, 1)}
-        roles = {node.name: ("controller" if node.name.startswith("k") else "broker")
-                 if self.options.get("controllers") else "broker,controller" for node in nodes}
-        voters = ",".join(f"{node_ids[n.name]}@{n.address}:{config.CONTROLLER_PORT}"
-                          for n in nodes if "controller" in roles[n.name])
+        roles = {
+            node.name: ("controller" if node.name.startswith("k") else "broker")
+            if self.options.get("controllers")
+            else "broker,controller"
+            for node in nodes
+        }
+        voters = ",".join(
+            f"{node_ids[n.name]}@{n.address}:{config.CONTROLLER_PORT}" for n in nodes if "controller" in roles[n.name]
+        )
         brokers = sum(1 for role in roles.values() if "broker" in role)
         cluster_id = new_cluster_id()
         homes = {}
         for node in nodes:
             homes[node.name] = node.provide(str(kafka.home))
-            props = config.node_properties(node_ids[node.name], node.address, voters, self.data_dir(node),
-                                           brokers, self.overrides, role=roles[node.name])
+            props = config.node_properties(
+                node_ids[node.name],
+                node.address,
+                voters,
+                self.data_dir(node),
+                brokers,
+                self.overrides,
+                role=roles[node.name],
+            )
             node.write_text(f"{node.home}/server.properties", config.render(props))
-        self._state = {"name": self.name, "version": self.version, "cluster_id": cluster_id,
-                       "overrides": self.overrides, "jvm_opts": self.jvm_opts, "options": self.options,
-                       "settings": {**config.default_settings(brokers), **self.overrides},
-                       "nodes": {n.name: {"broker_id": node_ids[n.name], "kafka_home": homes[n.name],
-                                          "roles": roles[n.name]} for n in nodes}}
+        self._state = {
+            "name": self.name,
+            "version": self.version,
+            "cluster_id": cluster_id,
+            "overrides": self.overrides,
+            "jvm_opts": self.jvm_opts,
+            "options": self.options,
+            "settings": {**config.default_settings(brokers), **self.overrides},
+            "nodes": {
+                n.name: {"broker_id": node_ids[n.name], "kafka_home": homes[n.name], "roles": roles[n.name]}
+                for n in nodes
+            },
+        }
         features = self._features()
-        progress(f"lab {lab}: formatting storage (cluster id {cluster_id}"
-                 f"{', ' + ', '.join(features) if features else ''})")
+        progress(
+            f"lab {lab}: formatting storage (cluster id {cluster_id}{', ' + ', '.join(features) if features else ''})"
+        )
         self._format_storage(nodes, features)
         for node in nodes:
             node.service = self.service(node)
@@ -129,11 +155,26 @@ class KafkaSystem:
 
         def format_one(node) -> None:
             home = self._state["nodes"][node.name]["kafka_home"]
-            result = node.exec(["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                                self._log4j_flag(home), "-cp", f"{home}/libs/*", "kafka.tools.StorageTool",
-                                "format", "-t", self._state["cluster_id"], "-c", f"{node.home}/server.properties",
-                                *[arg for feature in features for arg in ("--feature", feature)]],
-                               check=False, timeout=120)
+            result = node.exec(
+                [
+                    "java",
+                    "-Xmx128m",
+                    "-XX:+UseSerialGC",
+                    "-XX:TieredStopAtLevel=1",
+                    self._log4j_flag(home),
+                    "-cp",
+                    f"{home}/libs/*",
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    self._state["cluster_id"],
+                    "-c",
+                    f"{node.home}/server.properties",
+                    *[arg for feature in features for arg in ("--feature", feature)],
+                ],
+                check=False,
+                timeout=120,
+            )
             if result.returncode != 0:
                 errors[node.name] = ((result.stdout + result.stderr).strip().splitlines() or ["no output"])[-1]
 
@@ -156,10 +197,18 @@ class KafkaSystem:
         config_path = f"{node.home}/server.properties"
         argv = ("java", *self.jvm_opts, self._log4j_flag(home), "-cp", f"{home}/libs/*", "kafka.Kafka", config_path)
         roles = self._state["nodes"][node.name].get("roles", "broker,controller")
-        ports = tuple(port for port, role in ((config.BROKER_PORT, "broker"), (config.CONTROLLER_PORT, "controller"))
-                      if role in roles)
-        return Service(argv=argv, log=f"{node.home}/broker.log", pid_file=f"{node.home}/broker.pid",
-                       marker=config_path, ports=ports)
+        ports = tuple(
+            port
+            for port, role in ((config.BROKER_PORT, "broker"), (config.CONTROLLER_PORT, "controller"))
+            if role in roles
+        )
+        return Service(
+            argv=argv,
+            log=f"{node.home}/broker.log",
+            pid_file=f"{node.home}/broker.pid",
+            marker=config_path,
+            ports=ports,
+        )
 
     def state(self) -> dict:
         return dict(self._state)
@@ -171,8 +220,9 @@ class KafkaSystem:
         return system
 
     def broker_nodes_names(self) -> list[str]:
-        return [name for name, info in self._state["nodes"].items()
-                if "broker" in info.get("roles", "broker,controller")]
+        return [
+            name for name, info in self._state["nodes"].items() if "broker" in info.get("roles", "broker,controller")
+        ]
 
     def _brokers(self, nodes) -> list:
         names = set(self.broker_nodes_names())
@@ -203,9 +253,14 @@ class KafkaSystem:
 
     def describe(self) -> dict:
         controllers = int(self.options.get("controllers") or 0)
-        return {"system": self.name, "version": self.version, "storage": "local log directories (KRaft)",
-                "controllers": (f"{controllers} dedicated (k1..k{controllers})" if controllers
-                                else "combined with brokers")}
+        return {
+            "system": self.name,
+            "version": self.version,
+            "storage": "local log directories (KRaft)",
+            "controllers": (
+                f"{controllers} dedicated (k1..k{controllers})" if controllers else "combined with brokers"
+            ),
+        }
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing runs beside the nodes."""

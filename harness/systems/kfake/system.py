@@ -45,8 +45,13 @@ class KfakeSystem:
     name = "kfake"
     OPTIONS = ()
 
-    def __init__(self, version: str | None = None, overrides: dict[str, str] | None = None,
-                 jvm_opts: list[str] | None = None, options: dict | None = None):
+    def __init__(
+        self,
+        version: str | None = None,
+        overrides: dict[str, str] | None = None,
+        jvm_opts: list[str] | None = None,
+        options: dict | None = None,
+    ):
         if options:
             raise GregorError(f"the kfake system has no option {sorted(options)[0]!r}")
         self.version = version or "latest"
@@ -75,13 +80,21 @@ class KfakeSystem:
             raise GregorError(f"kfake {self.version} takes no broker settings; drop --broker-config")
         node = nodes[0]
         folder = node.provide(str(found.binary.parent))
-        self._state = {"name": self.name, "version": self.version, "franz_go": found.franz_go,
-                       "brokers": self.brokers, "overrides": self.overrides,
-                       "persistent": "DataDir" in found.features,
-                       "cluster_id": f"gregor-{lab}-{secrets.token_hex(4)}",
-                       "binary": f"{folder}/{build.BINARY}", "node": node.name}
-        progress(f"lab {lab}: kfake {self.version} (franz-go {found.franz_go}), {self.brokers} brokers in one "
-                 f"process on {node.name}")
+        self._state = {
+            "name": self.name,
+            "version": self.version,
+            "franz_go": found.franz_go,
+            "brokers": self.brokers,
+            "overrides": self.overrides,
+            "persistent": "DataDir" in found.features,
+            "cluster_id": f"gregor-{lab}-{secrets.token_hex(4)}",
+            "binary": f"{folder}/{build.BINARY}",
+            "node": node.name,
+        }
+        progress(
+            f"lab {lab}: kfake {self.version} (franz-go {found.franz_go}), {self.brokers} brokers in one "
+            f"process on {node.name}"
+        )
         node.service = self.service(node)
 
     def ports(self) -> list[int]:
@@ -89,14 +102,26 @@ class KfakeSystem:
 
     def service(self, node) -> Service:
         data = f"{node.home}/data"
-        argv = [self._state["binary"], "--listen", node.address, "--ports", ",".join(map(str, self.ports())),
-                "--cluster-id", self._state["cluster_id"]]
+        argv = [
+            self._state["binary"],
+            "--listen",
+            node.address,
+            "--ports",
+            ",".join(map(str, self.ports())),
+            "--cluster-id",
+            self._state["cluster_id"],
+        ]
         if self._state.get("persistent"):
             argv += ["--data-dir", data]
         for key, value in sorted(self._state.get("overrides", {}).items()):
             argv += ["--broker-config", f"{key}={value}"]
-        return Service(argv=tuple(argv), log=f"{node.home}/kfake.log", pid_file=f"{node.home}/kfake.pid",
-                       marker=self._state["cluster_id"], ports=tuple(self.ports()))
+        return Service(
+            argv=tuple(argv),
+            log=f"{node.home}/kfake.log",
+            pid_file=f"{node.home}/kfake.pid",
+            marker=self._state["cluster_id"],
+            ports=tuple(self.ports()),
+        )
 
     def state(self) -> dict:
         return dict(self._state)
@@ -135,11 +160,19 @@ class KfakeSystem:
         return dict(self._state.get("overrides", {}))
 
     def describe(self) -> dict:
-        storage = ("in memory, persisted to a data directory (kfake DataDir)" if self._state.get("persistent")
-                   else "in memory only (this kfake has no DataDir: a kill loses everything)")
-        return {"system": self.name, "version": self.version, "storage": storage,
-                "brokers": f"{self._state.get('brokers', self.brokers)} in one process (no replication)",
-                "controllers": "inside the one process", "franz-go": self._state.get("franz_go")}
+        storage = (
+            "in memory, persisted to a data directory (kfake DataDir)"
+            if self._state.get("persistent")
+            else "in memory only (this kfake has no DataDir: a kill loses everything)"
+        )
+        return {
+            "system": self.name,
+            "version": self.version,
+            "storage": storage,
+            "brokers": f"{self._state.get('brokers', self.brokers)} in one process (no replication)",
+            "controllers": "inside the one process",
+            "franz-go": self._state.get("franz_go"),
+        }
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing runs beside the node."""

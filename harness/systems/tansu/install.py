@@ -30,7 +30,7 @@ from harness.paths import cache_dir
 
 DEFAULT_VERSION = "0.6.0"
 FEATURES = "postgres,dynostore"
-INDEX = "https://index.crates.io/ta/ns/tansu"   # crates.io's sparse index entry, as cargo reads it
+INDEX = "https://index.crates.io/ta/ns/tansu"  # crates.io's sparse index entry, as cargo reads it
 STAMP = "gregor-installed.json"
 
 
@@ -73,11 +73,15 @@ def check_version(version: str) -> str:
     try:
         versions = crate_versions()
     except OSError as error:
-        raise GregorError(f"crates.io is unreachable (cannot list tansu versions: "
-                          f"{getattr(error, 'reason', error)}); check the network and retry") from None
+        raise GregorError(
+            f"crates.io is unreachable (cannot list tansu versions: "
+            f"{getattr(error, 'reason', error)}); check the network and retry"
+        ) from None
     if version not in versions:
-        raise GregorError(f"unknown Tansu version {version!r}: crates.io does not have it; newest: "
-                          f"{', '.join(reversed(versions[-4:]))}")
+        raise GregorError(
+            f"unknown Tansu version {version!r}: crates.io does not have it; newest: "
+            f"{', '.join(reversed(versions[-4:]))}"
+        )
     return version
 
 
@@ -100,8 +104,7 @@ def storage_ddl_source(version: str) -> Path | None:
     return found[-1] if found else None
 
 
-def install(version: str | None = None, progress: Callable[[str], None] = print,
-            cargo: str = "cargo") -> TansuInstall:
+def install(version: str | None = None, progress: Callable[[str], None] = print, cargo: str = "cargo") -> TansuInstall:
     """Builds `version` (default DEFAULT_VERSION) unless it is cached."""
     version = check_version(version or DEFAULT_VERSION)
     done = installed(version)
@@ -117,8 +120,10 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
             _build(version, home, progress, cargo)
         ddl = storage_ddl_source(version)
         if ddl is None:
-            raise GregorError(f"cargo built Tansu {version} but its tansu-storage-{version} sources are not in "
-                              "cargo's registry; run: cargo fetch, or remove ~/.cache/gregor/tansu and retry")
+            raise GregorError(
+                f"cargo built Tansu {version} but its tansu-storage-{version} sources are not in "
+                "cargo's registry; run: cargo fetch, or remove ~/.cache/gregor/tansu and retry"
+            )
         shutil.rmtree(home / "ddl", ignore_errors=True)
         shutil.copytree(ddl, home / "ddl")
         write_json(home / STAMP, {"version": version, "features": FEATURES})
@@ -144,8 +149,25 @@ def _build(version: str, home: Path, progress, cargo: str) -> None:
     log = cache_root() / f"build-{version}.log"
     progress(f"building Tansu {version} with cargo (crates.io; about 11 minutes on 2 cores, once; log {log})")
     with open(log, "w") as out:
-        result = subprocess.run(["nice", "-n", "10", cargo, "install", "tansu", "--version", version, "--locked",
-                                 "--features", FEATURES, "--root", str(partial)], stdout=out, stderr=subprocess.STDOUT)
+        result = subprocess.run(
+            [
+                "nice",
+                "-n",
+                "10",
+                cargo,
+                "install",
+                "tansu",
+                "--version",
+                version,
+                "--locked",
+                "--features",
+                FEATURES,
+                "--root",
+                str(partial),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         text = log.read_text(errors="replace")

@@ -34,21 +34,31 @@ USER = "postgres"
 # unless COLUMN_TYPES says otherwise.
 BIGINT_IDS = {"producer", "producer_detail", "txn", "txn_detail", "scram_credential"}
 COLUMN_TYPES = {
-    ("watermark", "low"): "bigint", ("watermark", "high"): "bigint",
-    ("record", "offset_id"): "bigint", ("record", "producer_id"): "bigint",
-    ("record", "attributes"): "smallint", ("record", "producer_epoch"): "smallint",
-    ("record", "timestamp"): "timestamp", ("header", "offset_id"): "bigint",
-    ("consumer_offset", "committed_offset"): "bigint", ("consumer_offset", "timestamp"): "timestamp",
-    ("producer_epoch", "producer"): "bigint", ("producer_epoch", "epoch"): "smallint",
-    ("txn", "producer"): "bigint", ("txn_detail", "transaction"): "bigint",
+    ("watermark", "low"): "bigint",
+    ("watermark", "high"): "bigint",
+    ("record", "offset_id"): "bigint",
+    ("record", "producer_id"): "bigint",
+    ("record", "attributes"): "smallint",
+    ("record", "producer_epoch"): "smallint",
+    ("record", "timestamp"): "timestamp",
+    ("header", "offset_id"): "bigint",
+    ("consumer_offset", "committed_offset"): "bigint",
+    ("consumer_offset", "timestamp"): "timestamp",
+    ("producer_epoch", "producer"): "bigint",
+    ("producer_epoch", "epoch"): "smallint",
+    ("txn", "producer"): "bigint",
+    ("txn_detail", "transaction"): "bigint",
     ("txn_detail", "started_at"): "timestamp",
-    ("txn_produce_offset", "offset_start"): "bigint", ("txn_produce_offset", "offset_end"): "bigint",
+    ("txn_produce_offset", "offset_start"): "bigint",
+    ("txn_produce_offset", "offset_end"): "bigint",
     ("txn_offset_commit_tp", "committed_offset"): "bigint",
-    ("topic", "uuid"): "uuid", ("topic", "is_internal"): "bool",
-    ("consumer_group_detail", "e_tag"): "uuid", ("consumer_group_detail", "detail"): "json",
+    ("topic", "uuid"): "uuid",
+    ("topic", "is_internal"): "bool",
+    ("consumer_group_detail", "e_tag"): "uuid",
+    ("consumer_group_detail", "detail"): "json",
 }
 GENERIC_TYPES = {"integer": "int", "int": "int", "text": "text", "datetime": "timestamp", "blob": "bytea"}
-EXTRA = {   # what PostgreSQL needs beyond the SQLite tables
+EXTRA = {  # what PostgreSQL needs beyond the SQLite tables
     "record": ["transaction_id xid8 default pg_current_xact_id() not null"],
     "watermark": ["unique (topition)"],
     "header": ["primary key (topition, offset_id, k)"],
@@ -116,8 +126,11 @@ def schema(ddl_dir: Path) -> str:
     for table in tables:
         visit(table)
     statements = [f"create table if not exists {t} (\n    " + ",\n    ".join(tables[t]) + "\n);" for t in ordered]
-    return "-- Written by Gregor (harness/systems/tansu/postgres.py) from Tansu's own DDL.\nbegin;\n" \
-        + "\n".join(statements) + "\ncommit;\n"
+    return (
+        "-- Written by Gregor (harness/systems/tansu/postgres.py) from Tansu's own DDL.\nbegin;\n"
+        + "\n".join(statements)
+        + "\ncommit;\n"
+    )
 
 
 def bin_dir() -> Path:
@@ -133,8 +146,9 @@ def data_dir(lab: str) -> Path:
 
 
 def _as_postgres(argv: list[str], timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["runuser", "-u", USER, "--", *argv], capture_output=True, text=True,
-                          timeout=timeout, input=stdin)
+    return subprocess.run(
+        ["runuser", "-u", USER, "--", *argv], capture_output=True, text=True, timeout=timeout, input=stdin
+    )
 
 
 def start(lab: str, address: str, ddl_dir: Path, progress) -> dict:
@@ -152,22 +166,57 @@ def start(lab: str, address: str, ddl_dir: Path, progress) -> dict:
     shutil.chown(secret, USER, USER)
     os.chmod(secret, 0o600)
     store = data / "db"
-    init = _as_postgres([str(binaries / "initdb"), "-D", str(store), "-U", USER, "--auth-local=trust",
-                         "--auth-host=scram-sha-256", f"--pwfile={secret}", "-E", "UTF8", "--no-instructions"],
-                        timeout=120)
+    init = _as_postgres(
+        [
+            str(binaries / "initdb"),
+            "-D",
+            str(store),
+            "-U",
+            USER,
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            f"--pwfile={secret}",
+            "-E",
+            "UTF8",
+            "--no-instructions",
+        ],
+        timeout=120,
+    )
     secret.unlink()
     if init.returncode != 0:
         raise GregorError(f"initdb for lab {lab} failed: {(init.stderr or init.stdout).strip().splitlines()[-1]}")
     with open(store / "pg_hba.conf", "a") as hba:
-        hba.write("# Gregor: the lab's nodes (and this host) connect with the lab's password\n"
-                  "host all all samenet scram-sha-256\n")
+        hba.write(
+            "# Gregor: the lab's nodes (and this host) connect with the lab's password\n"
+            "host all all samenet scram-sha-256\n"
+        )
     options = f"-c listen_addresses={address} -p {PORT} -k {data} -c fsync=on -c max_connections=200"
-    started = _as_postgres([str(binaries / "pg_ctl"), "-D", str(store), "-l", str(data / "postgres.log"),
-                            "-o", options, "-w", "-t", "60", "start"], timeout=90)
+    started = _as_postgres(
+        [
+            str(binaries / "pg_ctl"),
+            "-D",
+            str(store),
+            "-l",
+            str(data / "postgres.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ],
+        timeout=90,
+    )
     if started.returncode != 0:
-        log = (data / "postgres.log").read_text(errors="replace").strip().splitlines() if (data / "postgres.log").exists() else []
-        raise GregorError(f"PostgreSQL for lab {lab} did not start on {address}:{PORT}: "
-                          f"{(log or [started.stderr.strip() or 'no log'])[-1]}")
+        log = (
+            (data / "postgres.log").read_text(errors="replace").strip().splitlines()
+            if (data / "postgres.log").exists()
+            else []
+        )
+        raise GregorError(
+            f"PostgreSQL for lab {lab} did not start on {address}:{PORT}: "
+            f"{(log or [started.stderr.strip() or 'no log'])[-1]}"
+        )
     psql = [str(binaries / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(data), "-p", str(PORT), "-U", USER]
     made = _as_postgres([*psql, "-d", "postgres", "-c", f"create database {DATABASE}"])
     if made.returncode != 0:
@@ -177,10 +226,18 @@ def start(lab: str, address: str, ddl_dir: Path, progress) -> dict:
     loaded = _as_postgres([*psql, "-d", DATABASE], stdin=ddl)
     if loaded.returncode != 0:
         raise GregorError(f"Tansu's schema does not load into PostgreSQL: {loaded.stderr.strip().splitlines()[-1]}")
-    progress(f"lab {lab}: PostgreSQL {binaries.parent.name} on {address}:{PORT} with Tansu's schema "
-             f"({ddl.count('create table')} tables), data in {data}")
-    return {"address": address, "port": PORT, "password": password, "data": str(data), "bin": str(binaries),
-            "url": f"postgres://{USER}:{password}@{address}:{PORT}/{DATABASE}"}
+    progress(
+        f"lab {lab}: PostgreSQL {binaries.parent.name} on {address}:{PORT} with Tansu's schema "
+        f"({ddl.count('create table')} tables), data in {data}"
+    )
+    return {
+        "address": address,
+        "port": PORT,
+        "password": password,
+        "data": str(data),
+        "bin": str(binaries),
+        "url": f"postgres://{USER}:{password}@{address}:{PORT}/{DATABASE}",
+    }
 
 
 def running(lab: str) -> int | None:
@@ -200,8 +257,10 @@ def stop(lab: str) -> bool:
     if pid is None:
         return False
     try:
-        _as_postgres([str(bin_dir() / "pg_ctl"), "-D", str(data_dir(lab) / "db"), "-m", "fast", "-w", "-t", "20",
-                      "stop"], timeout=40)
+        _as_postgres(
+            [str(bin_dir() / "pg_ctl"), "-D", str(data_dir(lab) / "db"), "-m", "fast", "-w", "-t", "20", "stop"],
+            timeout=40,
+        )
     except (subprocess.TimeoutExpired, GregorError):
         pass
     deadline = time.monotonic() + 5

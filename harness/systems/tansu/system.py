@@ -36,8 +36,13 @@ class TansuSystem:
     name = "tansu"
     OPTIONS = ("storage",)
 
-    def __init__(self, version: str | None = None, overrides: dict[str, str] | None = None,
-                 jvm_opts: list[str] | None = None, options: dict | None = None):
+    def __init__(
+        self,
+        version: str | None = None,
+        overrides: dict[str, str] | None = None,
+        jvm_opts: list[str] | None = None,
+        options: dict | None = None,
+    ):
         options = dict(options or {})
         unknown = sorted(set(options) - set(self.OPTIONS))
         if unknown:
@@ -61,8 +66,10 @@ class TansuSystem:
 
     def node_names(self, brokers: int) -> list[str]:
         if self.storage == "memory" and brokers != 1:
-            raise GregorError(f"Tansu's memory storage lives inside one broker: use --nodes 1, or --storage "
-                              f"postgres for {brokers} brokers")
+            raise GregorError(
+                f"Tansu's memory storage lives inside one broker: use --nodes 1, or --storage "
+                f"postgres for {brokers} brokers"
+            )
         return [f"n{i}" for i in range(1, brokers + 1)]
 
     def install(self, progress) -> None:
@@ -83,21 +90,41 @@ class TansuSystem:
             # argv[0] inside the node's home, so the lab's teardown finds the process by its path
             node.exec(["ln", "-sfn", f"{folder}/tansu", f"{node.home}/tansu"])
             binaries[node.name] = f"{node.home}/tansu"
-        self._state = {"name": self.name, "version": self.version, "storage": self.storage,
-                       "cluster_id": f"gregor-{lab}-{secrets.token_hex(4)}", "database": database,
-                       "nodes": {node.name: node.address for node in nodes}}
+        self._state = {
+            "name": self.name,
+            "version": self.version,
+            "storage": self.storage,
+            "cluster_id": f"gregor-{lab}-{secrets.token_hex(4)}",
+            "database": database,
+            "nodes": {node.name: node.address for node in nodes},
+        }
         for node in nodes:
             node.service = self.service(node)
 
     def service(self, node) -> Service:
         url = f"tcp://{node.address}:{PORT}"
-        argv = (f"{node.home}/tansu", "broker", "--cluster-id", self._state["cluster_id"],
-                "--listener-url", url, "--advertised-listener-url", url)
+        argv = (
+            f"{node.home}/tansu",
+            "broker",
+            "--cluster-id",
+            self._state["cluster_id"],
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+        )
         storage = self._state["database"]["url"] if self._state.get("database") else "memory://tansu/"
         # The storage URL holds the database password: in the environment, not on the command line.
         env = (("STORAGE_ENGINE", storage), ("RUST_LOG", "warn"), ("NO_COLOR", "1"))
-        return Service(argv=argv, log=f"{node.home}/tansu.log", pid_file=f"{node.home}/tansu.pid",
-                       marker=url, ports=(PORT,), env=env, cwd=node.home)
+        return Service(
+            argv=argv,
+            log=f"{node.home}/tansu.log",
+            pid_file=f"{node.home}/tansu.pid",
+            marker=url,
+            ports=(PORT,),
+            env=env,
+            cwd=node.home,
+        )
 
     def state(self) -> dict:
         return dict(self._state)
@@ -132,10 +159,17 @@ class TansuSystem:
         return {}
 
     def describe(self) -> dict:
-        storage = (f"PostgreSQL {postgres.bin_dir().parent.name} shared by every broker (on the controller host)"
-                   if self.storage == "postgres" else "memory of the one broker")
-        return {"system": self.name, "version": self.version, "storage": storage,
-                "controllers": "none (the brokers share their state through the storage)"}
+        storage = (
+            f"PostgreSQL {postgres.bin_dir().parent.name} shared by every broker (on the controller host)"
+            if self.storage == "postgres"
+            else "memory of the one broker"
+        )
+        return {
+            "system": self.name,
+            "version": self.version,
+            "storage": storage,
+            "controllers": "none (the brokers share their state through the storage)",
+        }
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Stops the lab's PostgreSQL."""
