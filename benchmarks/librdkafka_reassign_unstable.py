@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, Producer, TopicPartition, libversion, version  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from harness.errors import GregorError  # noqa: E402
+from ground.errors import GregorError  # noqa: E402
 from harness.lab import Lab  # noqa: E402
 
 LOW, HIGH, RECORDS, PARTITIONS = 100, 200, 300, 2

@@ -27,7 +27,7 @@ from checkers.load import Tables, history_path, load
 from checkers.pictures import partitions
 from checkers.spark import get_spark, prestart_python_workers
 from checkers.stats import compute_stats
-from harness.atomic import write_json
+from ground.atomic import write_json
 
 EXAMPLE_FIELDS = ("key", "value", "values", "offset", "offsets", "ops", "cycle")
 

@@ -64,7 +64,7 @@ def run_check(args) -> int:
     from checkers.check import check_dir
     from checkers.load import history_path
     from checkers.spark import get_spark, parse_conf
-    from harness.errors import GregorError
+    from ground.errors import GregorError
 
     if args.examples < 1:
         raise GregorError("--examples must be at least 1")
@@ -89,7 +89,7 @@ def _check_run_files(directory: str) -> None:
     from pathlib import Path
 
     from checkers.load import read_test
-    from harness.errors import GregorError
+    from ground.errors import GregorError
 
     path = Path(directory)
     if not path.is_dir():

@@ -75,7 +75,7 @@ from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.arrays import NULL, bitmaps, covered, merge_intervals
 from checkers.fetch import fetch_rows
-from checkers.history import NEMESIS, OK, TXN
+from checkers.history_format import NEMESIS, OK, TXN
 from checkers.keypass import (
     COVER,
     EDGE,

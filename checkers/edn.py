@@ -23,7 +23,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Iterator, TextIO
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 
 @dataclass(frozen=True, slots=True)

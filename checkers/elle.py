@@ -56,7 +56,7 @@ from pyspark.sql import types as T
 from checkers import edn, facts
 from checkers.edn import Keyword
 from checkers.load import ops_with_mops
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 ELLE_MAX_EVENTS = int(os.environ.get("GREGOR_ELLE_MAX_EVENTS", "200000"))
 ELLE_TIMEOUT_S = int(os.environ.get("GREGOR_ELLE_TIMEOUT_S", "600"))

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from checkers.arrays import NULL, starts
-from checkers.history import COMMIT, INVOKE, MOP_FS, NEMESIS, POLL, SEND, TYPE_CODES
+from checkers.history_format import COMMIT, INVOKE, MOP_FS, NEMESIS, POLL, SEND, TYPE_CODES
 
 INVOKE_CODE = 3
 TYPE_CODE = dict(TYPE_CODES, **{INVOKE: INVOKE_CODE})

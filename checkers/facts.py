@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import passes
-from checkers.history import OK, POLL
+from checkers.history_format import OK, POLL
 from checkers.keypass import BOUND, LOG, MUST, POSITION, Params
 from checkers.load import Tables, stored_rows
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from checkers import edn
 from checkers.edn import Keyword
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 CLIENT_FS = {"send", "poll", "txn", "assign", "subscribe", "crash"}
 TYPES = {"invoke", "ok", "fail", "info"}

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.paths import cache_dir
+from ground.paths import cache_dir
 
 # Up to about 180,000 events: below this the quick compiler wins, above it the
 # optimising one does (measured in docs/CHECKERS.md, "A fast start").

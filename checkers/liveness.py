@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 from checkers import passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.arrays import NULL
-from checkers.history import ASSIGN, OK, POLL, SUBSCRIBE, TXN
+from checkers.history_format import ASSIGN, OK, POLL, SUBSCRIBE, TXN
 from checkers.keypass import LATE
 from checkers.load import OP_ROW, Tables, pid_route
 

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers.history import (
+from checkers.history_format import (
     ASSIGN,
     COMMIT,
     FAIL,
@@ -46,7 +46,7 @@ from checkers.history import (
     TYPES,
 )
 from checkers.spark import session_conf
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 CORRUPT = "_corrupt_record"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from checkers.history import CLIENTS, LEGACY_NODE_FIELDS, NETEM_EMULATED, NODES
+from checkers.history_format import CLIENTS, LEGACY_NODE_FIELDS, NETEM_EMULATED, NODES
 
 # start f -> heal f
 HEALS = {

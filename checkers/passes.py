@@ -27,7 +27,7 @@ from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
 from checkers.examples import merge_summaries, partition_summary
 from checkers.fetch import table_rows
-from checkers.history import INIT, OK, TXN
+from checkers.history_format import INIT, OK, TXN
 from checkers.keypass import (
     ANOMALY,
     COVER,

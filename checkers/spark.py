@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 DEFAULT_MASTER = "local[2]"
 

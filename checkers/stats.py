@@ -15,7 +15,7 @@ import math
 from pyspark.sql import functions as F
 
 from checkers import passes
-from checkers.history import NEMESIS
+from checkers.history_format import NEMESIS
 from checkers.keypass import LAG
 from checkers.load import OP_ROW, Tables
 from checkers.spark import session_conf

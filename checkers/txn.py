@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
-from checkers.history import OK
+from checkers.history_format import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
 from checkers.load import OK_CODE, POLL_ROW, SEND_ROW, Tables
 

@@ -13,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 COMMAND_MODULES = (
     "harness.controller.lab_cli",  # lab up/status/down, kafka install, demo

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from ground.atomic import write_json
+from ground.errors import GregorError
+from ground.paths import failed_dir, state_dir
+from ground.protocols import ClientPlace
 from harness import registry
-from harness.atomic import write_json
 from harness.backends import netns
-from harness.errors import GregorError
-from harness.paths import failed_dir, state_dir
-from harness.protocols import ClientPlace
 
 HEALTH_TOPIC = "gregor-health"
 MAX_NODES = 15
@@ -363,7 +363,7 @@ class Lab:
             "leaders": {},
             "errors": [],
         }
-        from harness.protocols import RoleUnavailable
+        from ground.protocols import RoleUnavailable
 
         try:
             result["controller"] = self.roles().controller()
@@ -383,7 +383,7 @@ class Lab:
         return result
 
     def _node_name(self, broker_id: int) -> str | None:
-        from harness.protocols import RoleUnavailable
+        from ground.protocols import RoleUnavailable
 
         try:
             return self.system.node_of(broker_id) if broker_id >= 0 else None
@@ -455,7 +455,7 @@ class Lab:
 
 def check_storage(storage: str, backend) -> None:
     """powerfs needs a backend that can cut power (Backend.faults lists power-loss)."""
-    from harness.protocols import POWER_LOSS
+    from ground.protocols import POWER_LOSS
 
     if storage not in STORAGES:
         raise GregorError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")

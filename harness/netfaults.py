@@ -15,7 +15,7 @@ import ipaddress
 import time
 import zlib
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.nfqueue_netem import DUPLICATE_MARK, Impairment
 
 CHAIN_IN = "GREGOR-IN"

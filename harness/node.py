@@ -15,9 +15,9 @@ import signal
 import time
 from typing import Iterable, Sequence
 
+from ground.errors import GregorError
+from ground.protocols import NodeState, Service
 from harness import netfaults
-from harness.errors import GregorError
-from harness.protocols import NodeState, Service
 
 # Prints "<pid> <state letter>" of the service, or nothing when it is not running.
 # $1 pid file, $2 marker: a pid whose command line lacks the marker was recycled.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 BACKENDS = {
     "local": "harness.backends.local:LocalBackend",

@@ -17,7 +17,7 @@ import random
 import threading
 import time
 
-from harness.procfs import identity
+from ground.procfs import identity
 from nemesis import kill, netem, partitions, pause, power
 from nemesis.heal import heal_entry
 from nemesis.ledger import Ledger

@@ -12,8 +12,8 @@ import threading
 import uuid
 from pathlib import Path
 
-from harness.atomic import write_json
-from harness.paths import state_dir
+from ground.atomic import write_json
+from ground.paths import state_dir
 
 
 def ledger_path(lab_name: str) -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from nemesis.schedule import CLIENT_SHAPES, DEFAULT_TARGETS, FAULTS, NODE_SHAPES, parse_faults, parse_targets
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 Grudge = dict[str, frozenset[str]]
 

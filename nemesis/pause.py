@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from harness.procfs import proc_state, same_process
+from ground.procfs import proc_state, same_process
 
 
 def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import socket
 
-from harness.errors import GregorError
-from harness.systems.capabilities import split_server
+from ground.addresses import split_server
+from ground.errors import GregorError
 
 # After a power cut of all three brokers, Kafka 3.9.1 recovered every log
 # (no clean-shutdown file) and re-elected its metadata quorum before it

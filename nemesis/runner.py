@@ -21,8 +21,8 @@ import threading
 import time
 from collections import Counter
 
-from harness.errors import GregorError
-from harness.signals import unwind_on_sigterm
+from ground.errors import GregorError
+from ground.signals import unwind_on_sigterm
 from nemesis import netem, power
 from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
 from nemesis.ledger import Ledger

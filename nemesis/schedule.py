@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from nemesis import netem
 from nemesis.targets import parse_target
 

@@ -13,8 +13,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from harness.errors import GregorError
-from harness.protocols import RoleUnavailable
+from ground.errors import GregorError
+from ground.protocols import RoleUnavailable
 
 # Target kinds a schedule can name; "leader:K", "node:n2", "txn:ID" and
 # "group:G" name one precise instance.

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 CHROMIUM = os.environ.get("GREGOR_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GREGOR_CHROMEDRIVER", "/usr/bin/chromedriver")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 
 def store_of(run_dir: Path) -> Path | None:

@@ -12,11 +12,11 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.atomic import write_atomic
-from harness.errors import GregorError
+from ground.atomic import write_atomic
+from ground.errors import GregorError
 from reports.markup import esc
 from reports.render import faults_text, ordered_anomalies
-from reports.run import load_run
+from reports.stored_run import load_run
 from reports.style import CSS
 
 

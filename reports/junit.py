@@ -11,10 +11,10 @@ import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.atomic import write_atomic
+from ground.atomic import write_atomic
 from reports.explain import explain, known_names
 from reports.render import verdict_reason
-from reports.run import load_run
+from reports.stored_run import load_run
 
 
 def junit_tree(run) -> ET.ElementTree:

@@ -15,11 +15,11 @@ from collections import defaultdict
 from pathlib import Path
 
 from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
-from harness.atomic import write_atomic
+from ground.atomic import write_atomic
 from reports import svg
 from reports.explain import explain
 from reports.markup import esc, fmt_num
-from reports.run import Run, load_run
+from reports.stored_run import Run, load_run
 from reports.style import CSS
 from reports.timeline import Windows, collect
 

@@ -27,7 +27,7 @@ class LabKeeper:
         self.owned: set[str] = set()
 
     def get(self, backend: str, overrides: dict):
-        from harness.errors import GregorError
+        from ground.errors import GregorError
         from harness.lab import Lab
 
         name = self.names[backend]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ground.errors import GregorError  # noqa: E402
 from harness.backends import docker_engine, docker_image  # noqa: E402
-from harness.errors import GregorError  # noqa: E402
 
 
 def main() -> int:

@@ -29,8 +29,8 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 
-from harness.paths import clients_dir
-from harness.procfs import proc_stat
+from ground.paths import clients_dir
+from ground.procfs import proc_stat
 from workloads.context import ClientInfo
 
 PR_SET_PDEATHSIG = 1
@@ -56,7 +56,7 @@ class ClientSpec:
     generation: int = 0
     txn_id: str | None = None
     group: str | None = None
-    place: object = None  # harness.protocols.ClientPlace: a network place of its own
+    place: object = None  # ground.protocols.ClientPlace: a network place of its own
     extra: dict = field(default_factory=dict)
     log_path: str | None = None  # where the client's stderr (librdkafka's log) goes
     client_config: dict = field(default_factory=dict)  # --client-config (security); never recorded

@@ -12,7 +12,7 @@ import functools
 import threading
 import time
 
-from harness.procfs import identity
+from ground.procfs import identity
 from nemesis import pause
 
 

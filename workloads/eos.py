@@ -159,9 +159,9 @@ class CopierClient(Client):
         try:
             messages = self.consumer.consume(num_messages=50, timeout=0.5)
         except Exception as exc:  # noqa: BLE001 - recorded as the op's failure
-            from workloads import errors
+            from workloads import outcomes
 
-            self.complete("fail", [], error=errors.name_of(exc), **self.rebalance_fields())
+            self.complete("fail", [], error=outcomes.name_of(exc), **self.rebalance_fields())
             return []
         mops, _ = read_messages(messages, self.keymap)
         self.complete("ok", mops, **self.rebalance_fields())

@@ -12,7 +12,7 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
-from workloads import errors
+from workloads import outcomes
 
 QUIET_ERRORS = {KafkaError._PARTITION_EOF}
 
@@ -231,6 +231,6 @@ def join_keys(client, keys: list[int], subscribe: bool, group: str | None) -> No
             on_lost=client.rebalance.on_lost,
         )
     except KafkaException as exc:
-        client.complete("fail", error=errors.name_of(exc))
+        client.complete("fail", error=outcomes.name_of(exc))
         raise
     client.complete("ok")

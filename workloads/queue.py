@@ -12,7 +12,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from workloads import errors
+from workloads import outcomes
 from workloads.clients import Client
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import (
@@ -94,7 +94,7 @@ class ProducerClient(Client):
                 except BufferError:
                     self.producer.poll(0.01)
                 except KafkaException as exc:
-                    results[i] = ("err", errors.error_of(exc))
+                    results[i] = ("err", outcomes.error_of(exc))
                     break
         self.flush_wait()
         wait_s = self.conf["message.timeout.ms"] / 1000 + 5
@@ -117,12 +117,12 @@ class ProducerClient(Client):
                 done["offset"] = result[1] if result[1] is not None and result[1] >= 0 else None
                 types.append("ok")
             else:
-                outcome = errors.classify(result[1], errors.SEND, retries=self.may_retry)
+                outcome = outcomes.classify(result[1], outcomes.SEND, retries=self.may_retry)
                 types.append(outcome.type)
                 first_error = first_error or outcome.error
                 fatal = fatal or bool(result[1] is not None and result[1].fatal())
             out.append(done)
-        kind = errors.combine(types)
+        kind = outcomes.combine(types)
         self.complete(kind, out, error=first_error if kind != "ok" else None)
         if fatal and kind != "info":  # info already replaced the producer
             self.reset()
@@ -165,8 +165,8 @@ class ConsumerClient(Client):
             messages = self.consumer.consume(num_messages=500, timeout=0.2)
         except KafkaException as exc:
             extra = self.rebalance_fields()
-            self.complete("fail", [], error=errors.name_of(exc), **extra)
-            if errors.error_of(exc) is not None and errors.error_of(exc).fatal():
+            self.complete("fail", [], error=outcomes.name_of(exc), **extra)
+            if outcomes.error_of(exc) is not None and outcomes.error_of(exc).fatal():
                 self.reset()
             return
         mops, _transient = read_messages(messages, self.keymap)
@@ -207,7 +207,7 @@ class ConsumerClient(Client):
             if err is None:
                 self.complete("ok", mops, auto=True)
             else:
-                outcome = errors.classify(err, errors.COMMIT)
+                outcome = outcomes.classify(err, outcomes.COMMIT)
                 self.complete(outcome.type, mops, error=outcome.error, auto=True)
 
 
@@ -227,12 +227,12 @@ def commit_read(client: Client, consumer, keymap: KeyMap, group: str, mops, assi
     try:
         result = consumer.commit(offsets=[keymap.tp(k, o) for k, o in sorted(nexts.items())], asynchronous=False)
     except KafkaException as exc:
-        outcome = errors.classify(exc, errors.COMMIT)
+        outcome = outcomes.classify(exc, outcomes.COMMIT)
         client.complete(outcome.type, commit_mops, error=outcome.error)
         return outcome.type
     failed = [tp.error for tp in (result or []) if tp.error is not None]
     if failed:
-        outcome = errors.classify(failed[0], errors.COMMIT)
+        outcome = outcomes.classify(failed[0], outcomes.COMMIT)
         client.complete(outcome.type, commit_mops, error=outcome.error)
         return outcome.type
     client.complete("ok", commit_mops)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from harness import atomic
+from ground import atomic
 
 
 def new_run_dir(store: str, test_name: str, start_wall: float | None = None) -> str:

@@ -16,7 +16,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from workloads import errors
+from workloads import outcomes
 from workloads.clients import Client, with_unperformed_sends
 from workloads.conductor import Conductor
 from workloads.generators import Pacer, Plans, TxnPlan
@@ -68,7 +68,7 @@ class TransactionalProducer:
         try:
             self.producer.init_transactions(CALL_TIMEOUT_S)
         except KafkaException as exc:
-            outcome = errors.classify(exc, errors.INIT)
+            outcome = outcomes.classify(exc, outcomes.INIT)
             client.complete(outcome.type, error=outcome.error)
             return False
         producer_id, epoch = self.stats.wait_assigned(self.producer)
@@ -205,11 +205,11 @@ class TxnRunner:
             fill_offsets()
             self.abort(tp)
             self.rewind(consumer, polled)
-            outcome = errors.classify(
+            outcome = outcomes.classify(
                 exc
                 if isinstance(exc, KafkaException)
-                else KafkaException(errors.KafkaError(errors.KafkaError._TIMED_OUT)),
-                errors.TXN_BODY,
+                else KafkaException(outcomes.KafkaError(outcomes.KafkaError._TIMED_OUT)),
+                outcomes.TXN_BODY,
             )
             return client.complete("fail", listed(), error=outcome.error, **extras())
 
@@ -224,11 +224,11 @@ class TxnRunner:
                 fill_offsets()
                 return client.complete("ok", listed(), **extras())
             except KafkaException as exc:
-                err = errors.error_of(exc)
+                err = outcomes.error_of(exc)
                 if err is not None and err.retriable() and attempt < 2:
                     commit_tried = True
                     continue
-                outcome = errors.classify(exc, errors.TXN_COMMIT, commit_attempted_before=commit_tried)
+                outcome = outcomes.classify(exc, outcomes.TXN_COMMIT, commit_attempted_before=commit_tried)
                 if err is not None and err.txn_requires_abort():
                     self.abort(tp)
                 if outcome.type == "fail":
@@ -248,8 +248,8 @@ class TxnRunner:
         except KafkaException as exc:
             # fenced or fatal: the instance cannot run another transaction
             # (its next begin_transaction would raise), so it is replaced
-            err = errors.error_of(exc)
-            if err is not None and (err.fatal() or err.name() in errors.FENCING):
+            err = outcomes.error_of(exc)
+            if err is not None and (err.fatal() or err.name() in outcomes.FENCING):
                 tp.unusable = err.name()
 
     def rewind(self, consumer, polled: list) -> None:
@@ -274,7 +274,7 @@ def needs_new_instance(completion: dict, tp: TransactionalProducer | None = None
     """After a fencing or fatal error the producer instance cannot go on
     (also when only the abort of an op, e.g. one aborted on purpose, found it fenced)."""
     return (
-        completion.get("error") in errors.FENCING
+        completion.get("error") in outcomes.FENCING
         or completion.get("type") == "info"
         or bool(tp is not None and tp.unusable)
     )

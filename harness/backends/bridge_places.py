@@ -14,10 +14,10 @@ import signal
 import subprocess
 import sys
 
+from ground.errors import GregorError
+from ground.protocols import ClientPlace
 from harness.backends import netns
 from harness.backends.namespace_node import HARNESS_DIR, NamespaceNode
-from harness.errors import GregorError
-from harness.protocols import ClientPlace
 
 FIRST_CLIENT_HOST = 100
 

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import GregorError
-from harness.paths import state_dir
-from harness.procfs import proc_cmdline
+from ground.errors import GregorError
+from ground.paths import state_dir
+from ground.procfs import proc_cmdline
 
 SOCKET = "/var/run/docker.sock"
 PIDFILE = Path("/var/run/docker.pid")

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 SUITE = "bookworm"
 PACKAGES = (

@@ -20,6 +20,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from ground.errors import GregorError
+from ground.paths import labs_dir
+from ground.procfs import proc_cmdline
+from ground.protocols import NODE_FAULTS, POWER_LOSS
 from harness.backends import netns, routed_places
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
 from harness.backends.namespace_node import (
@@ -28,10 +32,6 @@ from harness.backends.namespace_node import (
     reap_children,  # noqa: F401
     require_root,
 )
-from harness.errors import GregorError
-from harness.paths import labs_dir
-from harness.procfs import proc_cmdline
-from harness.protocols import NODE_FAULTS, POWER_LOSS
 
 
 class LocalBackend(BridgePlaces):

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from harness.errors import GregorError
+from ground.errors import GregorError
+from ground.procfs import proc_cmdline, proc_state
 from harness.node import ExecNode
-from harness.procfs import proc_cmdline, proc_state
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent
 

@@ -9,19 +9,17 @@ crashed run left behind.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import ipaddress
 import os
 import re
 import subprocess
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 LAB_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 MEMBER_NAME = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 NODE_IF = "eth0"  # the interface name inside every namespace
-CLONE_NEWNET = 0x40000000
 
 
 def check_lab_name(name: str) -> str:
@@ -174,15 +172,3 @@ def bridge_forwarding(bridge: str, allow: bool) -> None:
     elif not allow:
         while run(["iptables", "-w", "-D", *rule], check=False).returncode == 0:
             pass
-
-
-def enter(name: str) -> None:
-    """Moves the calling process (a client about to start) into namespace `name`."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
-    finally:
-        os.close(fd)

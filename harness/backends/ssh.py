@@ -26,14 +26,14 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
+from ground.errors import GregorError
+from ground.protocols import NODE_FAULTS
 from harness.backends import netns, ssh_files
 from harness.backends.bridge_places import remove_namespaces
 from harness.backends.ssh_connect import Connection, Trust, default_known_hosts
 from harness.backends.ssh_hosts import SshHost, parse_hosts, vagrant_hosts
 from harness.backends.ssh_places import NatPlaces, close_gateway, gateway_leftovers
-from harness.errors import GregorError
 from harness.node import ExecNode
-from harness.protocols import NODE_FAULTS
 
 LAB_ROOT = "/var/lib/gregor/labs"  # on each host
 HARNESS_DIR = Path(__file__).resolve().parent.parent

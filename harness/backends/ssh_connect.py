@@ -24,8 +24,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ground.errors import GregorError
 from harness.backends.ssh_hosts import SshHost
-from harness.errors import GregorError
 
 CONNECT_TIMEOUT_S = 10
 RECONNECT_ATTEMPTS = 3  # after a connection that was up is lost

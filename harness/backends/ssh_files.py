@@ -19,7 +19,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 MANIFEST = ".gregor-manifest"
 CACHE = ".cache/gregor/files"  # under the login user's home on the host

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$", re.I)
 HOST = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$", re.I)  # a DNS name or an IPv4 address

@@ -19,12 +19,12 @@ import ipaddress
 import shlex
 import subprocess
 
+from ground.errors import GregorError
+from ground.protocols import ClientPlace
 from harness.backends import netns
 from harness.backends.bridge_places import BridgePlaces
 from harness.backends.docker_engine import enable_forwarding
 from harness.backends.local import require_root
-from harness.errors import GregorError
-from harness.protocols import ClientPlace
 
 
 def comment(lab: str) -> str:

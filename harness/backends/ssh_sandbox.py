@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ground.errors import GregorError
 from harness.backends.ssh_hosts import SshHost
-from harness.errors import GregorError
 
 LABEL = "gregor.sshhosts"
 SSHD = [

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 CATALOGUE = Path(__file__).with_name("scenarios.toml")
 SIDES = ("unsafe", "safe")

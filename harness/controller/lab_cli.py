@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from ground.errors import GregorError
+from ground.signals import sigterm_as_interrupt
 from harness.controller.lab_options import (
     add_client_config_argument,
     add_lab_arguments,
@@ -12,8 +14,6 @@ from harness.controller.lab_options import (
     client_config,
     system_options,
 )
-from harness.errors import GregorError
-from harness.signals import sigterm_as_interrupt
 from harness.systems.kafka import config as kafka_config
 from harness.systems.kafka import install as kafka_install
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ground.errors import GregorError
 from harness import registry
-from harness.errors import GregorError
 
 # option dest -> flag, for the SSH backend; paths are made absolute (the state
 # file is read from other directories later).
@@ -196,7 +196,7 @@ def add_client_config_argument(parser: argparse.ArgumentParser) -> None:
 
 def system_options(args) -> dict:
     """The options the command line gives the chosen system; one line for a flag it has not."""
-    from harness.errors import GregorError
+    from ground.errors import GregorError
 
     system = getattr(args, "system", "kafka")
     have = getattr(registry.system_class(system), "OPTIONS", ())
@@ -225,7 +225,7 @@ def system_options(args) -> dict:
 
 def client_config(args) -> dict:
     """--client-config pairs; Gregor's own recorded settings are refused (use their flags)."""
-    from harness.errors import GregorError
+    from ground.errors import GregorError
 
     result = {}
     for pair in getattr(args, "client_config", None) or []:

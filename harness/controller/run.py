@@ -16,16 +16,16 @@ import threading
 import time
 from importlib import metadata
 
-from harness.errors import GregorError
+from ground.errors import GregorError
+from ground.signals import sigterm_as_interrupt
 from harness.lab import Lab
-from harness.signals import sigterm_as_interrupt
 from nemesis.ledger import Ledger
 from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
 from workloads.drain import OffsetsLearned
 from workloads.guarded_drain import guarded_drain
-from workloads.history import HistoryWriter
+from workloads.history_writer import HistoryWriter
 from workloads.store import new_run_dir, write_json
 
 PACED_ROLES = {"producer", "txn", "zombie", "feeder"}

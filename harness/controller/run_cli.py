@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from ground.errors import GregorError
+from ground.protocols import POWER_LOSS
 from harness import registry
 from harness.controller.lab_options import (
     add_lab_arguments,
@@ -13,9 +15,7 @@ from harness.controller.lab_options import (
     client_config,
     system_options,
 )
-from harness.errors import GregorError
 from harness.lab import lab_name
-from harness.protocols import POWER_LOSS
 from nemesis.options import add_nemesis_arguments
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")

@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness.atomic import write_json
+from ground.atomic import write_json
+from ground.errors import GregorError
+from ground.signals import sigterm_as_interrupt
 from harness.controller import catalogue
 from harness.controller.lab_options import add_lab_arguments
-from harness.errors import GregorError
-from harness.signals import sigterm_as_interrupt
 
 DEFAULT_LAB = "gscen"  # its own lab: the catalogue brings labs up and down
 RUN_OVERHEAD_S = 600  # lab reuse, topics, drain, client stops: beyond the time limit

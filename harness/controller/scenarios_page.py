@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.atomic import write_atomic
+from ground.atomic import write_atomic
 from reports.markup import esc
 from reports.style import CSS
 

@@ -11,7 +11,7 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems import wire as kafka_wire
 
 # Errors that mean "ask again shortly" (coordinator loading, election running).

@@ -10,7 +10,8 @@ that names it. What it learned goes into test.json ("cluster").
 
 from __future__ import annotations
 
-from harness.errors import GregorError
+from ground.addresses import split_server
+from ground.errors import GregorError
 from harness.systems import wire
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -81,13 +82,6 @@ def probe(bootstrap_servers: str, timeout: float = 5, client_config: dict | None
         "finalized_features": first["finalized_features"],
         "not_answering": silent,
     }
-
-
-def split_server(server: str) -> tuple[str, int]:
-    host, sep, port = server.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise GregorError(f"bad bootstrap server {server!r}: give host:port, e.g. 10.0.0.5:9092")
-    return host.strip("[]"), int(port)
 
 
 def _narrowest(answers: list[dict]) -> dict[int, list[int]]:

@@ -19,7 +19,8 @@ import socket
 import ssl
 import struct
 
-from harness.errors import GregorError
+from ground.errors import GregorError
+from harness.systems import kafka_codec
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -74,15 +75,14 @@ def mechanism_of(security: dict) -> str:
 
 
 def authenticate(sock, host: str, port: int, security: dict) -> None:
-    from harness.systems import wire
 
     mechanism = mechanism_of(security)
     user, password = str(security.get("sasl.username", "")), str(security.get("sasl.password", ""))
     raw = mechanism.encode()
-    data = wire._request(sock, host, port, SASL_HANDSHAKE, 1, struct.pack(">h", len(raw)) + raw, flexible=False)
-    error = wire._read(data, ">h")
+    data = kafka_codec.request(sock, host, port, SASL_HANDSHAKE, 1, struct.pack(">h", len(raw)) + raw, flexible=False)
+    error = kafka_codec.read(data, ">h")
     if error:
-        offered = [wire._string(data) for _ in range(max(wire._read(data, ">i"), 0))]
+        offered = [kafka_codec.string(data) for _ in range(max(kafka_codec.read(data, ">i"), 0))]
         raise GregorError(
             f"{host}:{port} refuses SASL {mechanism} (Kafka error {error}); it offers "
             f"{', '.join(m for m in offered if m) or 'nothing'}"
@@ -91,19 +91,19 @@ def authenticate(sock, host: str, port: int, security: dict) -> None:
     def exchange(message: bytes) -> bytes:
         body = struct.pack(">i", len(message)) + message
         try:
-            answer = wire._request(sock, host, port, SASL_AUTHENTICATE, 1, body, flexible=False)
+            answer = kafka_codec.request(sock, host, port, SASL_AUTHENTICATE, 1, body, flexible=False)
         except ConnectionError:  # some brokers (kfake) hang up instead of answering an error
             raise GregorError(
                 f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: the broker "
                 "closed the connection (wrong credentials?)"
             ) from None
-        code = wire._read(answer, ">h")
-        text = wire._string(answer)
+        code = kafka_codec.read(answer, ">h")
+        text = kafka_codec.string(answer)
         if code:
             raise GregorError(
                 f"{host}:{port}: SASL {mechanism} authentication failed as {user!r}: {text or f'Kafka error {code}'}"
             )
-        return answer.read(wire._read(answer, ">i"))
+        return answer.read(kafka_codec.read(answer, ">i"))
 
     if mechanism == "PLAIN":
         exchange(b"\0" + user.encode() + b"\0" + password.encode())

@@ -12,17 +12,23 @@ over a plain socket. Every Kafka-compatible system answers these the same way.
 from __future__ import annotations
 
 import io
-import itertools
-import socket
 import struct
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems import secure_link
+from harness.systems.kafka_codec import (
+    compact_string,
+    int32_array,
+    read,
+    read_uvarint,
+    request,
+    skip_tags,
+    string,
+    uvarint,
+)
 
 FIND_COORDINATOR = 10
 DESCRIBE_QUORUM = 55
-CLIENT_ID = b"gregor"
-_correlation = itertools.count(1)
 
 
 class KafkaProtocolError(GregorError):
@@ -31,38 +37,6 @@ class KafkaProtocolError(GregorError):
     def __init__(self, code: int, what: str):
         super().__init__(f"{what}: Kafka error code {code}")
         self.code = code
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_uvarint(buf: io.BytesIO) -> int:
-    shift = result = 0
-    while True:
-        byte = buf.read(1)[0]
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result
-        shift += 7
-
-
-def _read(buf: io.BytesIO, fmt: str):
-    size = struct.calcsize(fmt)
-    return struct.unpack(fmt, buf.read(size))[0]
-
-
-def _string(buf: io.BytesIO) -> str | None:
-    length = _read(buf, ">h")
-    return None if length < 0 else buf.read(length).decode()
 
 
 def _exchange(
@@ -80,71 +54,36 @@ def _exchange(
     differs from `flexible` only for ApiVersions, whose response header is
     never flexible. `security`: the clients' librdkafka settings (TLS, SASL)."""
     with secure_link.connect(host, port, timeout, security) as sock:
-        return _request(sock, host, port, api_key, version, body, flexible, flexible_response)
-
-
-def _request(
-    sock,
-    host: str,
-    port: int,
-    api_key: int,
-    version: int,
-    body: bytes,
-    flexible: bool,
-    flexible_response: bool | None = None,
-) -> io.BytesIO:
-    correlation = next(_correlation) & 0x7FFFFFFF
-    header = struct.pack(">hhih", api_key, version, correlation, len(CLIENT_ID)) + CLIENT_ID
-    if flexible:
-        header += b"\x00"  # no tagged fields
-    payload = header + body
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
-    data = io.BytesIO(_recv_exact(sock, size))
-    if _read(data, ">i") != correlation:
-        raise GregorError(f"{host}:{port} answered a different request")
-    if flexible if flexible_response is None else flexible_response:
-        _read_uvarint(data)  # response header tagged fields
-    return data
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
+        return request(sock, host, port, api_key, version, body, flexible, flexible_response)
 
 
 def active_controller(host: str, port: int, timeout: float = 5, security: dict | None = None) -> int:
     """The node id of the Raft leader of __cluster_metadata (DescribeQuorum v0)."""
     topic = b"__cluster_metadata"
     body = (
-        _uvarint(2)
-        + _uvarint(len(topic) + 1)
+        uvarint(2)
+        + uvarint(len(topic) + 1)
         + topic
-        + _uvarint(2)
+        + uvarint(2)
         + struct.pack(">i", 0)
         + b"\x00"  # partition 0, no tags
         + b"\x00"
         + b"\x00"
     )  # topic tags, request tags
     data = _exchange(host, port, DESCRIBE_QUORUM, 0, body, flexible=True, timeout=timeout, security=security)
-    error = _read(data, ">h")
+    error = read(data, ">h")
     if error:
         raise KafkaProtocolError(error, "DescribeQuorum")
-    if _read_uvarint(data) - 1 < 1:
+    if read_uvarint(data) - 1 < 1:
         raise GregorError("DescribeQuorum returned no topic")
-    data.read(_read_uvarint(data) - 1)  # topic name
-    if _read_uvarint(data) - 1 < 1:
+    data.read(read_uvarint(data) - 1)  # topic name
+    if read_uvarint(data) - 1 < 1:
         raise GregorError("DescribeQuorum returned no partition")
-    _read(data, ">i")  # partition index
-    error = _read(data, ">h")
+    read(data, ">i")  # partition index
+    error = read(data, ">h")
     if error:
         raise KafkaProtocolError(error, "DescribeQuorum partition")
-    return _read(data, ">i")
+    return read(data, ">i")
 
 
 def find_coordinator(
@@ -154,20 +93,15 @@ def find_coordinator(
     raw = key.encode()
     body = struct.pack(">h", len(raw)) + raw + struct.pack(">b", key_type)
     data = _exchange(host, port, FIND_COORDINATOR, 1, body, flexible=False, timeout=timeout, security=security)
-    _read(data, ">i")  # throttle time
-    error = _read(data, ">h")
-    message = _string(data)
+    read(data, ">i")  # throttle time
+    error = read(data, ">h")
+    message = string(data)
     if error:
         raise KafkaProtocolError(error, f"FindCoordinator({key!r}) {message or ''}".strip())
-    return _read(data, ">i")
+    return read(data, ">i")
 
 
 METADATA = 3
-
-
-def _int32_array(buf: io.BytesIO) -> list[int]:
-    count = _read(buf, ">i")
-    return [_read(buf, ">i") for _ in range(max(count, 0))]
 
 
 def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5, security: dict | None = None) -> dict:
@@ -184,25 +118,25 @@ def cluster_metadata(host: str, port: int, topics: list[str], timeout: float = 5
         body += struct.pack(">h", len(raw)) + raw
     body += struct.pack(">b", 0)  # never auto-create
     data = _exchange(host, port, METADATA, 4, body, flexible=False, timeout=timeout, security=security)
-    _read(data, ">i")  # throttle time
+    read(data, ">i")  # throttle time
     brokers = {}
-    for _ in range(_read(data, ">i")):
-        broker_id, broker_host, broker_port, _rack = _read(data, ">i"), _string(data), _read(data, ">i"), _string(data)
+    for _ in range(read(data, ">i")):
+        broker_id, broker_host, broker_port, _rack = read(data, ">i"), string(data), read(data, ">i"), string(data)
         brokers[broker_id] = [broker_host, broker_port]
-    cluster_id = _string(data)
-    controller_id = _read(data, ">i")  # a random broker under KRaft; kfake's own controller broker
+    cluster_id = string(data)
+    controller_id = read(data, ">i")  # a random broker under KRaft; kfake's own controller broker
     result: dict[str, dict] = {}
-    for _ in range(_read(data, ">i")):
-        error = _read(data, ">h")
-        name = _string(data)
-        _read(data, ">b")  # is_internal
+    for _ in range(read(data, ">i")):
+        error = read(data, ">h")
+        name = string(data)
+        read(data, ">b")  # is_internal
         partitions = {}
-        for _ in range(_read(data, ">i")):
-            _read(data, ">h")  # partition error
-            index = _read(data, ">i")
-            leader = _read(data, ">i")
-            replicas = _int32_array(data)
-            isr = _int32_array(data)
+        for _ in range(read(data, ">i")):
+            read(data, ">h")  # partition error
+            index = read(data, ">i")
+            leader = read(data, ">i")
+            replicas = int32_array(data)
+            isr = int32_array(data)
             partitions[index] = {"leader": leader, "replicas": replicas, "isr": isr}
         result[name] = {"error": error, "partitions": dict(sorted(partitions.items()))}
     return {"brokers": brokers, "cluster_id": cluster_id, "controller_id": controller_id, "topics": result}
@@ -256,25 +190,14 @@ def api_name(key: int) -> str:
     return f"{API_NAMES.get(key, 'API')} (API key {key})"
 
 
-def _compact_string(buf: io.BytesIO) -> str | None:
-    length = _read_uvarint(buf) - 1
-    return None if length < 0 else buf.read(length).decode()
-
-
-def _skip_tags(buf: io.BytesIO) -> None:
-    for _ in range(_read_uvarint(buf)):
-        _read_uvarint(buf)
-        buf.read(_read_uvarint(buf))
-
-
 def _features(raw: bytes, finalized: bool) -> dict[str, list[int]]:
     """A tagged features array: name -> [min, max] (finalized ones carry max first)."""
     buf = io.BytesIO(raw)
     result = {}
-    for _ in range(_read_uvarint(buf) - 1):
-        name = _compact_string(buf)
-        first, second = _read(buf, ">h"), _read(buf, ">h")
-        _skip_tags(buf)
+    for _ in range(read_uvarint(buf) - 1):
+        name = compact_string(buf)
+        first, second = read(buf, ">h"), read(buf, ">h")
+        skip_tags(buf)
         result[name] = [second, first] if finalized else [first, second]
     return result
 
@@ -287,32 +210,32 @@ def api_versions(host: str, port: int, timeout: float = 5, security: dict | None
     A broker that predates v3 answers UNSUPPORTED_VERSION with its v0 list.
     """
     name, version = b"gregor", b"1"
-    body = _uvarint(len(name) + 1) + name + _uvarint(len(version) + 1) + version + b"\x00"
+    body = uvarint(len(name) + 1) + name + uvarint(len(version) + 1) + version + b"\x00"
     data = _exchange(
         host, port, API_VERSIONS, 3, body, flexible=True, timeout=timeout, flexible_response=False, security=security
     )
-    error = _read(data, ">h")
+    error = read(data, ">h")
     if error == UNSUPPORTED_VERSION:
         data = _exchange(host, port, API_VERSIONS, 0, b"", flexible=False, timeout=timeout, security=security)
-        error = _read(data, ">h")
+        error = read(data, ">h")
         if error:
             raise KafkaProtocolError(error, "ApiVersions v0")
         apis = {}
-        for _ in range(_read(data, ">i")):
-            key, low, high = _read(data, ">h"), _read(data, ">h"), _read(data, ">h")
+        for _ in range(read(data, ">i")):
+            key, low, high = read(data, ">h"), read(data, ">h"), read(data, ">h")
             apis[key] = [low, high]
         return {"apis": apis, "supported_features": {}, "finalized_features": {}, "request_version": 0}
     if error:
         raise KafkaProtocolError(error, "ApiVersions")
     apis = {}
-    for _ in range(_read_uvarint(data) - 1):
-        key, low, high = _read(data, ">h"), _read(data, ">h"), _read(data, ">h")
-        _skip_tags(data)
+    for _ in range(read_uvarint(data) - 1):
+        key, low, high = read(data, ">h"), read(data, ">h"), read(data, ">h")
+        skip_tags(data)
         apis[key] = [low, high]
-    _read(data, ">i")  # throttle time
+    read(data, ">i")  # throttle time
     result = {"apis": apis, "supported_features": {}, "finalized_features": {}, "request_version": 3}
-    for _ in range(_read_uvarint(data)):
-        tag, size = _read_uvarint(data), _read_uvarint(data)
+    for _ in range(read_uvarint(data)):
+        tag, size = read_uvarint(data), read_uvarint(data)
         raw = data.read(size)
         if tag == 0:
             result["supported_features"] = _features(raw, finalized=False)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from checkers.jepsen_import import import_jepsen, jepsen_to_history
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 JEPSEN_HISTORY = """
 {:type :invoke, :f :assign, :value [1 2], :process 0, :time 10, :index 0}

@@ -13,7 +13,7 @@ from checkers import facts
 from checkers import load as loading
 from checkers.check import check_dir
 from checkers.load import load, ops_with_mops
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_checkers import generate  # noqa: E402

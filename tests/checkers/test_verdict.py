@@ -9,7 +9,7 @@ from checker_histories import History, base_test, poll, send
 
 from checkers import allowed, nemesis_windows
 from checkers.check import check_dir, verdict
-from checkers.history import NETEM_EMULATED
+from checkers.history_format import NETEM_EMULATED
 
 
 @pytest.mark.parametrize(

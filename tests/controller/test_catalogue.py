@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
+from ground.errors import GregorError
 from harness.controller import catalogue
-from harness.errors import GregorError
 
 GOOD = """
 [[claim]]

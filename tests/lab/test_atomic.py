@@ -1,4 +1,4 @@
-"""harness/atomic.py: a reader sees the old file or the new one, and a failed write leaves no temp file."""
+"""ground/atomic.py: a reader sees the old file or the new one, and a failed write leaves no temp file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from harness import atomic
+from ground import atomic
 
 
 def test_write_json_replaces_the_file_and_leaves_no_temp(tmp_path):

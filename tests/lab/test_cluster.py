@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from ground.errors import GregorError
+from ground.procfs import proc_state
 from harness import netfaults
 from harness.backends import netns
-from harness.errors import GregorError
 from harness.lab import Lab
 from harness.nfqueue_netem import emulators
-from harness.procfs import proc_state
 from lab.helpers import LAB_NAME, consume_all, needs_root, produce
 
 pytestmark = [pytest.mark.lab, needs_root]

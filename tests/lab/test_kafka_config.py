@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems.kafka.config import default_settings, node_properties, parse_overrides
 
 

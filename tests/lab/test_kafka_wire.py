@@ -7,7 +7,8 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.systems.wire import _read_uvarint, _uvarint
+from harness.systems.kafka_codec import read_uvarint as _read_uvarint
+from harness.systems.kafka_codec import uvarint as _uvarint
 
 
 @given(st.integers(min_value=0, max_value=2**35))

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from backend_params import lab_name
 
+from ground.paths import labs_dir
 from harness.backends import netns
 from harness.cli import main
 from harness.lab import Lab, state_path
-from harness.paths import labs_dir
 from lab.helpers import leftovers, needs_root
 
 pytestmark = [pytest.mark.lab, needs_root]

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
+from ground.errors import GregorError
 from harness import netfaults
 from harness.backends import netns
 from harness.backends.namespace_node import NamespaceNode
-from harness.errors import GregorError
 from harness.nfqueue_netem import (
     NF_ACCEPT,
     NF_DROP,

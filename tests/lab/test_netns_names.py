@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ground.errors import GregorError
 from harness.backends import netns
-from harness.errors import GregorError
 
 lab_names = st.from_regex(r"[a-z][a-z0-9]{0,7}", fullmatch=True)
 member_names = st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True)

@@ -10,9 +10,9 @@ import time
 import pytest
 from lab.helpers import leftovers
 
-from harness.errors import GregorError
+from ground.errors import GregorError
+from ground.procfs import proc_state
 from harness.lab import Lab
-from harness.procfs import proc_state
 from nemesis.ledger import Ledger
 
 pytestmark = pytest.mark.lab

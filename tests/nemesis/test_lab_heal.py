@@ -12,7 +12,7 @@ import pytest
 from nemesis_lab_helpers import all_pairs, udp_reachability
 from polling import wait_until
 
-from harness.procfs import proc_state as process_state
+from ground.procfs import proc_state as process_state
 from nemesis.heal import heal_leftovers
 from nemesis.ledger import Ledger
 

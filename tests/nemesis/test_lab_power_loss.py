@@ -10,9 +10,9 @@ import pytest
 from backend_params import lab_name
 from nemesis_lab_helpers import ListContext
 
-from harness.errors import GregorError
+from ground.errors import GregorError
+from ground.protocols import POWER_LOSS
 from harness.lab import Lab
-from harness.protocols import POWER_LOSS
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step

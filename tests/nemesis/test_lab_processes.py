@@ -8,10 +8,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from nemesis_lab_helpers import ClientInfo, ListContext, udp_counts
 
+from ground.errors import GregorError
+from ground.procfs import proc_state
 from harness import netfaults
 from harness.backends import netns
-from harness.errors import GregorError
-from harness.procfs import proc_state
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from nemesis.ledger import Ledger, ledger_path
 from nemesis.netem import PROFILES, NetemProfile
 

@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 from nemesis_lab_helpers import gregor_run
 
+from ground.procfs import proc_state
 from harness import netfaults
-from harness.procfs import proc_state
 from nemesis.faults import START_F, STOP_F
 from nemesis.ledger import Ledger
 

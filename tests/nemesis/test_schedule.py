@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from nemesis.options import add_nemesis_arguments
 from nemesis.schedule import parse_faults, parse_targets, plan
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.errors import GregorError
-from harness.protocols import RoleUnavailable
+from ground.errors import GregorError
+from ground.protocols import RoleUnavailable
 from nemesis import targets
 from nemesis.faults import Nemesis
 from nemesis.heal import heal_entry

@@ -6,10 +6,10 @@ import argparse
 
 import pytest
 
+from ground.errors import GregorError
 from harness.backends.ssh_hosts import SshHost, parse_hosts, parse_ssh_config
 from harness.cli import main
 from harness.controller.lab_options import add_lab_arguments, backend_flags, backend_options
-from harness.errors import GregorError
 
 
 def parsed(*argv: str):
@@ -103,7 +103,7 @@ def test_describe_names_hosts_and_key_checking_but_no_key(tmp_path):
 
 def test_the_report_says_when_host_keys_were_not_checked(tmp_path):
     from reports.render import setup_section
-    from reports.run import Run
+    from reports.stored_run import Run
 
     setup = {"backend": "ssh", "hosts": "n1 root@10.0.0.1:22 <b>", "host_keys": "NOT verified (--insecure-host-keys)"}
     html = setup_section(Run(directory=tmp_path, test={"setup": setup, "backend": "ssh"}, results={}))

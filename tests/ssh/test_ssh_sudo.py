@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from backend_params import lab_name
 
+from ground.errors import GregorError
 from harness.backends import ssh_files
 from harness.backends.ssh import SshBackend
-from harness.errors import GregorError
 
 pytestmark = pytest.mark.lab
 

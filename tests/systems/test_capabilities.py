@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from harness.errors import GregorError
-from harness.systems import capabilities, wire
+from ground.addresses import split_server
+from ground.errors import GregorError
+from harness.systems import capabilities, kafka_codec, wire
 from harness.systems.capabilities import END_TXN, INIT_PRODUCER_ID, JOIN_GROUP, TXN_OFFSET_COMMIT
 
 
@@ -70,14 +71,14 @@ def test_apis_all_brokers_serve_are_the_narrowest_ranges():
 @pytest.mark.parametrize("bad", ["nohost", "host:", ":9092", "host:port"])
 def test_bad_bootstrap_servers_say_what_to_give(bad):
     with pytest.raises(GregorError, match="give host:port"):
-        capabilities.split_server(bad)
+        split_server(bad)
 
 
 # --- ApiVersions on the wire --------------------------------------------------------------
 
 
 def _uv(value: int) -> bytes:
-    return wire._uvarint(value)
+    return kafka_codec.uvarint(value)
 
 
 def _v3_answer(apis: dict[int, tuple[int, int]], supported: dict, finalized: dict) -> bytes:

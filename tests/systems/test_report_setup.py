@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from reports.render import setup_section
-from reports.run import load_run
+from reports.stored_run import load_run
 
 
 def setup_of(tmp_path, setup: dict, **test) -> str:

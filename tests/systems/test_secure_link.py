@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems import secure_link
 
 

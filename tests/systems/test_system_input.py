@@ -9,9 +9,9 @@ import os
 import pytest
 from lab.test_errors import one_line_error
 
+from ground.errors import GregorError
 from harness.cli import main
 from harness.controller import run_cli
-from harness.errors import GregorError
 
 LAB = os.environ.get("GREGOR_TEST_LAB_PREFIX", "") + "sysin"
 

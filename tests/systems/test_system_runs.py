@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from ground.protocols import RoleUnavailable
 from harness import netfaults
-from harness.protocols import RoleUnavailable
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger
 from nemesis.schedule import Step

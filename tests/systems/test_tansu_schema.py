@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems.tansu import install, postgres
 
 # A hand-written sample in the crate's dialect (SQLite): header (040) sorts

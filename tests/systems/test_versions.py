@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 from harness.systems.kafka import install as kafka_install
 from harness.systems.kfake import build as kfake_build
 

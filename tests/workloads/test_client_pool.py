@@ -10,7 +10,7 @@ from history_rules import problems
 from polling import wait_until
 
 from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outcome_mops
-from workloads.history import HistoryWriter, read_history
+from workloads.history_writer import HistoryWriter, read_history
 
 KEYS = {"0": ["t", 0], "1": ["t", 1]}
 TEST = {"keys": KEYS, "concurrency": 3}

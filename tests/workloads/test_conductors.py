@@ -11,7 +11,7 @@ import types
 from nemesis.faults import Nemesis
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
-from workloads.history import HistoryWriter
+from workloads.history_writer import HistoryWriter
 from workloads.txn import HangConductor
 from workloads.zombie import ACTIVATE, activation
 

@@ -16,10 +16,10 @@ import time
 import pytest
 from test_lab_runs import alive, client_pids, gregor_run
 
-from harness.paths import clients_dir
+from ground.paths import clients_dir
 from workloads.drain import OffsetsLearned
 from workloads.guarded_drain import guarded_drain
-from workloads.history import HistoryWriter
+from workloads.history_writer import HistoryWriter
 
 
 @pytest.fixture(scope="module")

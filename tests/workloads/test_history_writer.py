@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from workloads.history import HistoryWriter, read_history
+from workloads.history_writer import HistoryWriter, read_history
 
 
 def test_indices_are_contiguous_under_concurrent_writers(tmp_path):
@@ -47,7 +47,7 @@ def test_a_reader_ignores_a_torn_last_line(tmp_path):
 
 WRITER = """
 import sys
-from workloads.history import HistoryWriter
+from workloads.history_writer import HistoryWriter
 w = HistoryWriter(sys.argv[1])
 i = 0
 while True:

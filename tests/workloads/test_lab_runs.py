@@ -18,7 +18,7 @@ import pytest
 from backend_params import test_backends
 from history_rules import load, problems
 
-from harness.paths import clients_dir
+from ground.paths import clients_dir
 
 pytestmark = pytest.mark.lab
 

@@ -59,9 +59,9 @@ class NoFaultBackend:
 
 
 def test_a_fault_the_backend_cannot_do_is_refused(monkeypatch):
+    from ground.errors import GregorError
     from harness import registry
     from harness.controller.run_cli import check_faults_possible
-    from harness.errors import GregorError
 
     monkeypatch.setitem(registry.BACKENDS, "inert", f"{__name__}:NoFaultBackend")
     check_faults_possible("local", ["partition", "pause", "kill", "netem"])

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.errors import GregorError
-from harness.protocols import RoleUnavailable
-from harness.systems import capabilities, protocol
+from ground.addresses import split_server
+from ground.errors import GregorError
+from ground.protocols import RoleUnavailable
+from harness.systems import capabilities, protocol_roles
 
 # What Gregor may do to the hosts of a cluster it does not run.
 HOST_FAULTS = frozenset({"partition", "netem"})
 
 
-class ExternalRoles(protocol.ProtocolRoles):
+class ExternalRoles(protocol_roles.ProtocolRoles):
     """Leaders and coordinators as the brokers name them; the active KRaft
     controller where the brokers answer DescribeQuorum."""
 
@@ -55,7 +56,7 @@ class ExternalSystem:
             )
         servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
         for server in servers:
-            capabilities.split_server(server)
+            split_server(server)
         if overrides:
             raise GregorError("Gregor does not configure an external cluster's brokers; drop --broker-config")
         self.bootstrap = ",".join(servers)
@@ -130,12 +131,12 @@ class ExternalSystem:
         if not self._state.get("nodes"):
             raise RoleUnavailable("Gregor reaches no machine of this external cluster (no --hosts)")
         nodes = [SimpleNamespace(name=n, address=a) for n, a in self._state["nodes"].items()]
-        servers = [capabilities.split_server(s) for s in self.bootstrap.split(",")]
-        return protocol.node_by_address(nodes, servers[0][1])(broker_id)
+        servers = [split_server(s) for s in self.bootstrap.split(",")]
+        return protocol_roles.node_by_address(nodes, servers[0][1])(broker_id)
 
     def unhealthy(self, lab, topics: list[str]) -> list[str]:
-        endpoints = [(server, *capabilities.split_server(server)) for server in self.bootstrap.split(",")]
-        return protocol.unhealthy_at(endpoints, topics, security=lab.client_config)
+        endpoints = [(server, *split_server(server)) for server in self.bootstrap.split(",")]
+        return protocol_roles.unhealthy_at(endpoints, topics, security=lab.client_config)
 
     def roles(self, lab) -> ExternalRoles:
         return ExternalRoles(lab.admin(), self.node_of)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093

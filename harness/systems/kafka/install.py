@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree
 
-from harness.atomic import write_atomic
-from harness.errors import GregorError
-from harness.paths import cache_dir
+from ground.atomic import write_atomic
+from ground.errors import GregorError
+from ground.paths import cache_dir
 
 # 3.9.1 is the default: the last 3.x line (KRaft production-ready, ZooKeeper
 # still optional), the version the seed histories in docs/HISTORY.md were taken

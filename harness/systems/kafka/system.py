@@ -15,9 +15,9 @@ import base64
 import threading
 import uuid
 
-from harness.errors import GregorError
-from harness.protocols import NODE_FAULTS, POWER_LOSS, Service
-from harness.systems import protocol
+from ground.errors import GregorError
+from ground.protocols import NODE_FAULTS, POWER_LOSS, Service
+from harness.systems import protocol_roles
 from harness.systems.kafka import config, install
 
 
@@ -39,7 +39,7 @@ def require_java(node) -> None:
         )
 
 
-class KafkaRoles(protocol.ProtocolRoles):
+class KafkaRoles(protocol_roles.ProtocolRoles):
     """Kafka's roles, plus the active KRaft controller."""
 
     def controller(self) -> str:
@@ -95,16 +95,18 @@ class KafkaSystem:
         for node in nodes:
             require_java(node)
         node_ids = {node.name: i for i, node in enumerate(nodes, 1)}
-        roles = {
+        node_roles = {
             node.name: ("controller" if node.name.startswith("k") else "broker")
             if self.options.get("controllers")
             else "broker,controller"
             for node in nodes
         }
         voters = ",".join(
-            f"{node_ids[n.name]}@{n.address}:{config.CONTROLLER_PORT}" for n in nodes if "controller" in roles[n.name]
+            f"{node_ids[n.name]}@{n.address}:{config.CONTROLLER_PORT}"
+            for n in nodes
+            if "controller" in node_roles[n.name]
         )
-        brokers = sum(1 for role in roles.values() if "broker" in role)
+        brokers = sum(1 for role in node_roles.values() if "broker" in role)
         cluster_id = new_cluster_id()
         homes = {}
         for node in nodes:
@@ -116,7 +118,7 @@ class KafkaSystem:
                 self.data_dir(node),
                 brokers,
                 self.overrides,
-                role=roles[node.name],
+                role=node_roles[node.name],
             )
             node.write_text(f"{node.home}/server.properties", config.render(props))
         self._state = {
@@ -128,7 +130,7 @@ class KafkaSystem:
             "options": self.options,
             "settings": {**config.default_settings(brokers), **self.overrides},
             "nodes": {
-                n.name: {"broker_id": node_ids[n.name], "kafka_home": homes[n.name], "roles": roles[n.name]}
+                n.name: {"broker_id": node_ids[n.name], "kafka_home": homes[n.name], "roles": node_roles[n.name]}
                 for n in nodes
             },
         }
@@ -241,7 +243,7 @@ class KafkaSystem:
         raise GregorError(f"this lab has no broker {broker_id}")
 
     def unhealthy(self, lab, topics: list[str]) -> list[str]:
-        return protocol.unhealthy(self._brokers(lab.nodes), config.BROKER_PORT, topics)
+        return protocol_roles.unhealthy(self._brokers(lab.nodes), config.BROKER_PORT, topics)
 
     def roles(self, lab) -> KafkaRoles:
         return KafkaRoles(lab.admin(), self.node_of)

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.atomic import write_json
-from harness.errors import GregorError
-from harness.paths import cache_dir
+from ground.atomic import write_json
+from ground.errors import GregorError
+from ground.paths import cache_dir
 
 MODULE = "github.com/twmb/franz-go/pkg/kfake"
 FRANZ = "github.com/twmb/franz-go"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import secrets
 
-from harness.errors import GregorError
-from harness.protocols import RoleUnavailable, Service
-from harness.systems import protocol, wire
+from ground.errors import GregorError
+from ground.protocols import RoleUnavailable, Service
+from harness.systems import protocol_roles, wire
 from harness.systems.kfake import build
 
 FIRST_PORT = 9092
@@ -22,7 +22,7 @@ FIRST_PORT = 9092
 NODE_FAULTS = frozenset({"pause", "kill", "netem"})
 
 
-class KfakeRoles(protocol.ProtocolRoles):
+class KfakeRoles(protocol_roles.ProtocolRoles):
     """Leaders and coordinators as kfake's brokers name them, plus the broker
     kfake's Metadata names as its controller (all of them live on n1)."""
 
@@ -150,7 +150,7 @@ class KfakeSystem:
 
     def unhealthy(self, lab, topics: list[str]) -> list[str]:
         endpoints = [(f"{self._state['node']}:{port}", host, port) for host, port in self._endpoints(lab.nodes)]
-        return protocol.unhealthy_at(endpoints, topics)
+        return protocol_roles.unhealthy_at(endpoints, topics)
 
     def roles(self, lab) -> KfakeRoles:
         return KfakeRoles(lab.admin(), self.node_of, self._endpoints(lab.nodes))

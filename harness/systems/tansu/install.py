@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.atomic import write_json
-from harness.errors import GregorError
-from harness.paths import cache_dir
+from ground.atomic import write_json
+from ground.errors import GregorError
+from ground.paths import cache_dir
 
 DEFAULT_VERSION = "0.6.0"
 FEATURES = "postgres,dynostore"

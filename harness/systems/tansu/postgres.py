@@ -23,8 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.errors import GregorError
-from harness.paths import labs_dir
+from ground.errors import GregorError
+from ground.paths import labs_dir
 
 PORT = 15432
 DATABASE = "tansu"

@@ -16,16 +16,16 @@ from __future__ import annotations
 import secrets
 from types import SimpleNamespace
 
-from harness.errors import GregorError
-from harness.protocols import NODE_FAULTS, RoleUnavailable, Service
-from harness.systems import protocol
+from ground.errors import GregorError
+from ground.protocols import NODE_FAULTS, RoleUnavailable, Service
+from harness.systems import protocol_roles
 from harness.systems.tansu import install, postgres
 
 PORT = 9092
 STORAGES = ("postgres", "memory")
 
 
-class TansuRoles(protocol.ProtocolRoles):
+class TansuRoles(protocol_roles.ProtocolRoles):
     def controller(self) -> str:
         raise RoleUnavailable("Tansu has no controller: its brokers share their state through the storage")
 
@@ -146,10 +146,10 @@ class TansuSystem:
         """The node the brokers place `broker_id` on (RoleUnavailable when each broker
         names itself, as every Tansu broker calls itself 111)."""
         nodes = [SimpleNamespace(name=name, address=address) for name, address in self._state["nodes"].items()]
-        return protocol.node_by_address(nodes, PORT)(broker_id)
+        return protocol_roles.node_by_address(nodes, PORT)(broker_id)
 
     def unhealthy(self, lab, topics: list[str]) -> list[str]:
-        return protocol.unhealthy(lab.nodes, PORT, topics)
+        return protocol_roles.unhealthy(lab.nodes, PORT, topics)
 
     def roles(self, lab) -> TansuRoles:
         return TansuRoles(lab.admin(), self.node_of)

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import GregorError
+from ground.errors import GregorError
 
 
 @dataclass

@@ -17,6 +17,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterable, Literal, Protocol, Sequence, runtime_checkable
 
+from ground import namespaces
+
 Progress = Callable[[str], None]
 NodeState = Literal["running", "paused", "dead"]
 
@@ -129,9 +131,7 @@ class ClientPlace:
 
     def enter(self) -> None:
         """Moves the calling process (a client about to start) into this place."""
-        from harness.backends import netns
-
-        netns.enter(self.handle["netns"])
+        namespaces.enter(self.handle["netns"])
 
 
 class Roles(Protocol):

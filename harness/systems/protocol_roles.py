@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness.errors import GregorError
-from harness.protocols import RoleUnavailable
+from ground.errors import GregorError
+from ground.protocols import RoleUnavailable
 from harness.systems import wire
 
 
