@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ground.faults import KILL, NETEM, PARTITION, PAUSE  # noqa: E402
 from reports.browser import headless_chromium  # noqa: E402
 from reports.junit import write_junit  # noqa: E402
 from reports.render import write_report  # noqa: E402
@@ -93,10 +94,10 @@ def results_for(ops: list[int], events: int, rng: random.Random) -> dict:
                 )
     lag = [{"t": float(s), "key": k, "lag_ms": rng.uniform(5, 50)} for s in range(int(DURATION_S)) for k in range(KEYS)]
     kinds = [
-        ("kill", "kill n2"),
-        ("pause", "pause n1"),
-        ("partition", "partition n3 | n1 n2"),
-        ("netem", "netem 100ms"),
+        (kind(KILL).start, "kill n2"),
+        (kind(PAUSE).start, "pause n1"),
+        (kind(PARTITION).start, "partition n3 | n1 n2"),
+        (kind(NETEM).start, "netem 100ms"),
     ]
     nemesis = []
     for number, start in enumerate(range(20, int(DURATION_S) - 30, 30)):
@@ -199,7 +200,7 @@ def main() -> int:
         "keys": {str(k): ["t0", k] for k in range(KEYS)},
         "nodes": ["n1", "n2", "n3"],
         "drain": {"complete": True},
-        "nemesis": {"faults": ["kill", "pause", "partition", "netem"]},
+        "nemesis": {"faults": [KILL, PAUSE, PARTITION, NETEM]},
     }
     (run / "test.json").write_text(json.dumps(test))
     (run / "results.json").write_text(json.dumps(results_for(ops, args.events, rng)))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nemesis.faults import START_F  # noqa: E402
+from ground.faults import INJECTED_STARTS  # noqa: E402
 
 GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
 NODE_FAULTS = "partition,pause,kill"
@@ -53,7 +53,7 @@ def history_counts(run_dir: Path) -> tuple[int, int]:
         for raw in handle:
             events += 1
             event = json.loads(raw)
-            if event.get("process") == "nemesis" and event.get("f") in START_F.values():
+            if event.get("process") == "nemesis" and event.get("f") in INJECTED_STARTS:
                 faults += 1
     return events, faults
 

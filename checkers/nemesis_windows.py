@@ -15,19 +15,7 @@ from __future__ import annotations
 import json
 
 from checkers.history_format import CLIENTS, LEGACY_NODE_FIELDS, NETEM_EMULATED, NODES
-
-# start f -> heal f
-HEALS = {
-    "start-partition": "stop-partition",
-    "kill": "start",
-    "pause": "resume",
-    "start-netem": "stop-netem",
-    "start-clock": "stop-clock",
-    "bump-clock": "reset-clock",
-    "power-off": "power-on",
-    "start-lone-leader": "stop-lone-leader",
-}
-HEAL_FS = set(HEALS.values())
+from ground.faults import HEAL_FS, HEALS
 
 
 def nemesis_ops(t) -> list[dict]:

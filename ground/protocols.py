@@ -22,13 +22,6 @@ from ground import namespaces
 Progress = Callable[[str], None]
 NodeState = Literal["running", "paused", "dead"]
 
-# Faults a backend may be able to perform on its nodes (Backend.faults).
-NODE_FAULTS = ("partition", "pause", "kill", "netem")
-# A power cut: the system's process dies and its data directory loses what was
-# never fsynced. Only a backend whose nodes can serve that directory from
-# powerfs (harness/powerfs.py: FUSE and mfusepy on the node) lists it.
-POWER_LOSS = "power-loss"
-
 
 class RoleUnavailable(Exception):
     """The system has no such role right now (an election is running), or
@@ -152,7 +145,9 @@ class Backend(Protocol):
     state file, so `attach` and `down` work from another process."""
 
     name: ClassVar[str]
-    faults: ClassVar[frozenset[str]]  # subset of NODE_FAULTS it can perform
+    # What it can perform on its nodes: of ground/faults.py's NODE_FAULTS, plus POWER_LOSS where its
+    # nodes can serve their data from powerfs (harness/powerfs.py: FUSE and mfusepy on the node).
+    faults: ClassVar[frozenset[str]]
 
     def check(self) -> None:
         """Prerequisites (root, a Docker engine, reachable hosts): GregorError, one line."""
@@ -204,6 +199,7 @@ class System(Protocol):
     name: ClassVar[str]
     version: str
     OPTIONS: ClassVar[tuple[str, ...]]  # the system options it takes (--bootstrap, --controllers, ...)
+    FAULT_LIMITS: ClassVar[str]  # one line: why some faults do not reach its nodes (for refusals)
     client_config: dict  # every client's settings (--client-config), set before install
 
     @classmethod

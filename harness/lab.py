@@ -455,7 +455,7 @@ class Lab:
 
 def check_storage(storage: str, backend) -> None:
     """powerfs needs a backend that can cut power (Backend.faults lists power-loss)."""
-    from ground.protocols import POWER_LOSS
+    from ground.faults import POWER_LOSS
 
     if storage not in STORAGES:
         raise GregorError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")

@@ -2,12 +2,24 @@
 
 The same function heals a fault at the end of its hold, at runner.stop(),
 and after a crashed run (from the ledger), so the three paths cannot drift.
+Each fault kind's heal is its own module's `heal` (ground/faults.py names it).
 """
 
 from __future__ import annotations
 
-from nemesis import kill, netem, pause
+import importlib
+
+from ground import faults
+from nemesis import pause
 from nemesis.ledger import Ledger
+
+
+def implementation(name: str):
+    """The nemesis module that applies and heals a fault kind (ground/faults.py)."""
+    kind = faults.BY_NAME.get(name)
+    if kind is None or kind.module is None:
+        raise ValueError(f"no fault kind {name!r} that Gregor can apply or heal")
+    return importlib.import_module(kind.module)
 
 
 def heal_entry(lab, entry: dict) -> dict:
@@ -16,38 +28,11 @@ def heal_entry(lab, entry: dict) -> dict:
     Every step is idempotent (healing a healed link, resuming a running
     broker), so a heal interrupted half-way can simply be run again.
     """
-    fault = entry.get("fault")
-    nodes = list(entry.get("nodes", []))
-    if fault == "partition":
-        for name in nodes:
-            lab.node(name).heal_network()
-        out = {"healed": nodes}
-        if entry.get("places"):
-            out["healed_places"] = []
-            for name in entry["places"]:
-                place = lab.client_place(name, create=False)
-                if place is not None:  # gone already: nothing left to heal
-                    lab.place_node(place).heal_network()
-                    out["healed_places"].append(name)
-        return out
-    if fault == "pause":
-        resumed = pause.resume_nodes(lab, nodes)
-        clients = [c.get("process") for c in entry.get("clients", []) if pause.resume_client(c)]
-        out: dict = {"resumed": resumed}
-        if entry.get("clients"):
-            out["resumed_clients"] = clients
-        return out
-    if fault in ("kill", "power-loss"):  # after a power cut, start_nodes mounts the storage first
-        return {"started": kill.start_nodes(lab, nodes)}  # a killed client was replaced already
-    if fault == "lone-leader":
-        for name in nodes:
-            lab.node(name).heal_network()
-        return {"healed": nodes, "started": kill.start_nodes(lab, nodes)}
-    if fault == "netem":
-        netem.clear(lab, nodes)
-        return {"cleared": nodes}
-
-    raise ValueError(f"unknown fault in ledger entry: {entry!r}")
+    try:
+        module = implementation(entry.get("fault"))
+    except ValueError:
+        raise ValueError(f"unknown fault in ledger entry: {entry!r}") from None
+    return module.heal(lab, entry)
 
 
 def heal_leftovers(lab, progress=None) -> list[dict]:

@@ -6,6 +6,9 @@ acks=1 that includes writes it already acknowledged.
 
 from __future__ import annotations
 
+from ground.faults import KILL
+from nemesis.values import fault_value
+
 
 def kill_nodes(lab, names) -> list[str]:
     done = []
@@ -29,3 +32,15 @@ def start_nodes(lab, names) -> list[str]:
             node.resume()
             done.append(name)
     return done
+
+
+# --- the fault (ground/faults.py: kill) ----------------------------------------
+
+
+def start(nemesis, step, target):
+    entry = nemesis.ledger.add({"fault": KILL, "nodes": list(target.nodes), "role": target.role})
+    return entry, fault_value(target.nodes, role=target.role, killed=kill_nodes(nemesis.lab, target.nodes))
+
+
+def heal(lab, entry: dict) -> dict:
+    return {"started": start_nodes(lab, list(entry.get("nodes", [])))}

@@ -14,6 +14,8 @@ import random
 from dataclasses import dataclass
 
 from ground.errors import GregorError
+from ground.faults import NETEM
+from nemesis.values import fault_value
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,19 @@ def apply(lab, node_names, profile: NetemProfile) -> dict:
 def clear(lab, node_names) -> None:
     for name in node_names:
         lab.node(name).clear_netem()
+
+
+# --- the fault (ground/faults.py: netem) ---------------------------------------
+
+
+def start(nemesis, step, target):
+    profile = PROFILES[step.profile or "delay"]
+    entry = nemesis.ledger.add({"fault": NETEM, "nodes": list(target.nodes), "role": target.role})
+    applied_by = apply(nemesis.lab, target.nodes, profile)
+    return entry, fault_value(target.nodes, role=target.role, **profile.value(), applied_by=applied_by)
+
+
+def heal(lab, entry: dict) -> dict:
+    nodes = list(entry.get("nodes", []))
+    clear(lab, nodes)
+    return {"cleared": nodes}

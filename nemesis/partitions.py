@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 
 from ground.errors import GregorError
+from ground.faults import PARTITION
+from nemesis.values import fault_value
 
 Grudge = dict[str, frozenset[str]]
 
@@ -175,3 +177,83 @@ def cut_client(lab, place, addresses, direction: str = "both") -> None:
         cut.drop_to(addresses)
     if direction in ("both", "nodes->client"):
         cut.drop_from(addresses)
+
+
+# --- the fault (ground/faults.py: partition) ---------------------------------
+
+NEEDS_PLACE = True  # a client target is cut at its own network place
+
+
+def start(nemesis, step, target):
+    """Cuts nodes from each other in the step's shape, or a client from every node."""
+    lab = nemesis.lab
+    names = [n.name for n in lab.nodes]
+    shape = step.shape or "isolate"
+    if shape.startswith("client"):
+        client = target.clients[0]
+        place = lab.client_place(client.place)
+        direction = CLIENT_CUTS[shape]
+        entry = nemesis.ledger.add(
+            {
+                "fault": PARTITION,
+                "nodes": [],
+                "places": [place.name],
+                "clients": [{"process": client.process}],
+                "role": target.role,
+            }
+        )
+        addresses = lab.client_addresses()
+        cut_client(lab, place, addresses, direction)
+        value = fault_value(
+            [],
+            [client.process],
+            role=target.role,
+            shape=shape,
+            client_address=place.address,
+            cut_from=names or addresses,
+            direction=direction,
+        )
+        return entry, value
+    part = node_shape(shape, names, target, nemesis.rng)
+    entry = nemesis.ledger.add({"fault": PARTITION, "nodes": part.nodes(), "role": target.role})
+    apply_grudge(lab, part.grudge)
+    return entry, fault_value(part.nodes(), **part.value(), role=target.role)
+
+
+def node_shape(shape: str, names: list[str], target, rng: random.Random) -> Partition:
+    """The partition of the lab's nodes that a node shape draws for a target."""
+    if shape == "isolate":
+        return isolate(names, target.nodes[0])
+    if shape in ("one-way-in", "one-way-out"):
+        victim = target.nodes[0]
+        others = [n for n in names if n != victim]
+        if shape == "one-way-in":  # the victim hears nobody, is heard by all
+            return one_way(names, others, [victim])
+        return one_way(names, [victim], others)
+    if shape == "majority-minority":
+        chosen = list(target.nodes)
+        minority = chosen if 2 * len(chosen) < len(names) else [n for n in names if n not in chosen]
+        return majority_minority(names, minority)
+    if shape == "halves":
+        return random_halves(names, rng)
+    if shape == "bridge":
+        return bridge(names, rng)
+    if shape == "ring":
+        return majorities_ring(names, rng)
+    raise ValueError(f"unknown partition shape {shape!r}")
+
+
+def heal(lab, entry: dict) -> dict:
+    """Heals the nodes' links, and the client places' where the cut was a client's."""
+    nodes = list(entry.get("nodes", []))
+    for name in nodes:
+        lab.node(name).heal_network()
+    out: dict = {"healed": nodes}
+    if entry.get("places"):
+        out["healed_places"] = []
+        for name in entry["places"]:
+            place = lab.client_place(name, create=False)
+            if place is not None:  # gone already: nothing left to heal
+                lab.place_node(place).heal_network()
+                out["healed_places"].append(name)
+    return out

@@ -11,7 +11,10 @@ import os
 import signal
 import time
 
-from ground.procfs import proc_state, same_process
+from ground.faults import PAUSE
+from ground.procfs import identity, proc_state, same_process
+from nemesis.targets import TargetUnavailable
+from nemesis.values import fault_value
 
 
 def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0) -> bool:
@@ -61,3 +64,30 @@ def resume_nodes(lab, names) -> list[str]:
             node.resume()
             done.append(name)
     return done
+
+
+# --- the fault (ground/faults.py: pause) ---------------------------------------
+
+
+def start(nemesis, step, target):
+    """SIGSTOP of brokers, or of client processes (checked by their start time)."""
+    idents = [dict(i, process=c.process) for c in target.clients if (i := identity(c.pid)) is not None]
+    if target.clients and not idents:
+        raise TargetUnavailable("the client process exited before it could be paused")
+    entry = nemesis.ledger.add({"fault": PAUSE, "nodes": list(target.nodes), "clients": idents, "role": target.role})
+    paused = pause_nodes(nemesis.lab, target.nodes)
+    fields = {"role": target.role, "paused": paused}
+    if idents:
+        done = [i for i in idents if pause_client(i)]
+        fields["paused_clients"] = [i["process"] for i in done]
+        fields["client_pids"] = [i["pid"] for i in done]
+    return entry, fault_value(target.nodes, [i["process"] for i in idents], **fields)
+
+
+def heal(lab, entry: dict) -> dict:
+    resumed = resume_nodes(lab, list(entry.get("nodes", [])))
+    clients = [c.get("process") for c in entry.get("clients", []) if resume_client(c)]
+    out: dict = {"resumed": resumed}
+    if entry.get("clients"):
+        out["resumed_clients"] = clients
+    return out

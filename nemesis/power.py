@@ -16,6 +16,9 @@ import socket
 
 from ground.addresses import split_server
 from ground.errors import GregorError
+from ground.faults import POWER_LOSS
+from nemesis import kill
+from nemesis.values import fault_value
 
 # After a power cut of all three brokers, Kafka 3.9.1 recovered every log
 # (no clean-shutdown file) and re-elected its metadata quorum before it
@@ -68,3 +71,21 @@ def serving(lab, names) -> bool:
         except OSError:
             return False
     return True
+
+
+# --- the fault (ground/faults.py: power-loss) ------------------------------------
+
+EXTRA_HELD_S = RESTART_S  # after the heal, the brokers recover their logs before they serve
+SERVES_LATE = True  # the schedule waits for them to serve again after the heal
+
+
+def start(nemesis, step, target):
+    require_powerfs(nemesis.lab)
+    entry = nemesis.ledger.add({"fault": POWER_LOSS, "nodes": list(target.nodes), "role": target.role})
+    lost = cut_power(nemesis.lab, target.nodes)
+    return entry, fault_value(target.nodes, role=target.role, killed=list(target.nodes), **lost_fields(lost))
+
+
+def heal(lab, entry: dict) -> dict:
+    """kill's heal: Lab.start_node mounts the storage again before it starts the system."""
+    return {"started": kill.start_nodes(lab, list(entry.get("nodes", [])))}

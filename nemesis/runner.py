@@ -22,11 +22,13 @@ import time
 from collections import Counter
 
 from ground.errors import GregorError
+from ground.faults import NETEM, with_composites
 from ground.signals import unwind_on_sigterm
 from nemesis import netem, power
-from nemesis.faults import LONE_LEADER_WAIT_S, LONE_LEADER_WRITES_S, Nemesis
+from nemesis.faults import Nemesis
+from nemesis.heal import implementation
 from nemesis.ledger import Ledger
-from nemesis.schedule import FAULTS, LEADER_FAULTS, Step, plan, with_composites
+from nemesis.schedule import FAULTS, Step, plan
 from nemesis.targets import parse_target
 
 
@@ -70,7 +72,7 @@ class NemesisRunner:
         self._log: list[dict] = []
         self._counts: Counter = Counter()
         self.netem_profiles = None
-        if "netem" in self.faults:
+        if NETEM in self.faults:
             self.netem_profiles = netem.usable_profiles()
         self.shape, self.hold_s = shape, hold_s
         self._plan = (
@@ -139,12 +141,7 @@ class NemesisRunner:
     def held_s(step: Step) -> float:
         """How long the step keeps the cluster from ordinary operation: its
         hold, and what comes before or after it for some faults."""
-        held = step.hold_s
-        if step.fault in LEADER_FAULTS:  # lone-leader: the ISR shrinks, writes, then the kill is held
-            held += LONE_LEADER_WAIT_S + LONE_LEADER_WRITES_S
-        if step.fault == "power-loss":  # the brokers recover their logs before they serve again
-            held += power.RESTART_S
-        return held
+        return step.hold_s + getattr(implementation(step.fault), "EXTRA_HELD_S", 0.0)
 
     def room_for(self, step: Step) -> bool:
         """Whether the step can be held, healed and followed by tail_s of writes
@@ -168,7 +165,7 @@ class NemesisRunner:
             with self._lock:
                 if entry["id"] in self._active:
                     self._heal(entry)
-            if entry.get("fault") == "power-loss":
+            if getattr(implementation(entry["fault"]), "SERVES_LATE", False):
                 self._wait_serving(entry.get("nodes", []))
             if self._stop.is_set():
                 return

@@ -12,33 +12,22 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
+from ground import faults
 from ground.errors import GregorError
+from ground.faults import NETEM, PARTITION
 from nemesis import netem
 from nemesis.targets import parse_target
 
-FAULTS = ("partition", "pause", "kill", "netem", "power-loss", "lone-leader", "kill-client")
+FAULTS = faults.INJECTABLE
 DEFAULT_TARGETS = ("one", "leader", "controller", "coordinator", "minority", "majority", "all", "client")
 
-# Faults that act on a node's network or process; a client target only
-# makes sense for partitions (its namespace) and pauses (its pid).
-CLIENT_FAULTS = ("partition", "pause")
-# Faults that act on the run's own client processes only: they need nothing of a backend.
-CLIENT_ONLY_FAULTS = ("kill-client",)
-# Faults made of other faults: whoever takes the parts takes the whole.
-COMPOSITE_FAULTS = {"lone-leader": ("partition", "kill")}
-
-
-def with_composites(faults) -> frozenset:
-    """These faults and every composite fault made only of them."""
-    faults = frozenset(faults)
-    return faults | {whole for whole, parts in COMPOSITE_FAULTS.items() if set(parts) <= faults}
-
-
+# Faults that may hit a client target: partitions (its namespace) and pauses (its pid).
+CLIENT_FAULTS = tuple(name for name in FAULTS if faults.acts_on_clients(name) and not faults.clients_only(name))
 # Faults only for client targets: kill-client SIGKILLs a client process,
 # which the run replaces at once (old id + concurrency).
-CLIENT_ONLY_FAULTS = ("kill-client",)
+CLIENT_ONLY_FAULTS = tuple(name for name in FAULTS if faults.clients_only(name))
 # Faults whose target must be a partition's leader.
-LEADER_FAULTS = ("lone-leader",)
+LEADER_FAULTS = tuple(name for name in FAULTS if faults.leader_only(name))
 NODE_SHAPES = ("isolate", "one-way-in", "one-way-out", "majority-minority", "halves", "bridge", "ring")
 CLIENT_SHAPES = ("client", "client-one-way", "client-deaf")
 
@@ -163,8 +152,8 @@ def plan(
         if not choices:  # e.g. kill with only client targets: pick another fault
             continue
         target = rng.choice(choices)
-        drawn = partition_shape(target, rng) if fault == "partition" else None
-        profile = netem.pick_profile(rng, profiles) if fault == "netem" else None
+        drawn = partition_shape(target, rng) if fault == PARTITION else None
+        profile = netem.pick_profile(rng, profiles) if fault == NETEM else None
         quiet = round(interval_s * rng.uniform(0.5, 1.5), 3)
         hold = round(interval_s * rng.uniform(0.5, 1.5), 3)
         yield Step(
@@ -172,6 +161,6 @@ def plan(
             target,
             quiet_s=quiet,
             hold_s=hold if hold_s is None else float(hold_s),
-            shape=(shape or drawn) if fault == "partition" else None,
+            shape=(shape or drawn) if fault == PARTITION else None,
             profile=profile,
         )

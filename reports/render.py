@@ -16,6 +16,7 @@ from pathlib import Path
 
 from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
 from ground.atomic import write_atomic
+from ground.faults import CHART_COLOURS, chart_of
 from reports import svg
 from reports.explain import explain
 from reports.markup import esc, fmt_num
@@ -137,7 +138,7 @@ def fault_windows(run: Run) -> list[svg.FaultWindow]:
                 float(window["start_s"]),
                 float(stop) if isinstance(stop, (int, float)) else None,
                 str(label),
-                svg.fault_kind(str(window.get("f") or label)),
+                chart_of(str(window.get("f") or label)),
             )
         )
     return windows
@@ -622,14 +623,14 @@ def fault_legend(faults) -> str:
     if not faults:
         return '<p class="note">No fault windows recorded (no nemesis in results.json).</p>'
     rows = "".join(
-        f'<tr><td><span class="swatch" style="background:{svg.FAULT_COLOURS.get(w.kind)}"></span>{esc(w.kind)}</td>'
+        f'<tr><td><span class="swatch" style="background:{CHART_COLOURS.get(w.kind)}"></span>{esc(w.kind)}</td>'
         f'<td>{esc(w.label)}</td><td class="num">{w.start:.1f}s</td>'
         f'<td class="num">{"never healed" if w.stop is None else f"{w.stop:.1f}s"}</td></tr>'
         for w in faults
     )
     kinds = sorted({w.kind for w in faults})
     key = " &nbsp; ".join(
-        f'<span class="swatch" style="background:{svg.FAULT_COLOURS.get(k)}"></span>{esc(k)}' for k in kinds
+        f'<span class="swatch" style="background:{CHART_COLOURS.get(k)}"></span>{esc(k)}' for k in kinds
     )
     state = " open" if len(faults) <= 8 else ""
     return (

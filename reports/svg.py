@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ground.faults import CHART_COLOURS
 from reports.markup import esc
-
-FAULT_COLOURS = {
-    "kill": "#e4572e",
-    "pause": "#8e6bbf",
-    "partition": "#2e86de",
-    "netem": "#f0a202",
-    "other": "#7f8c8d",
-}
 
 STATUS_COLOURS = {
     "read": "#2e9e5b",
@@ -41,17 +34,6 @@ STATUS_MEANING = {
 }
 HIGHLIGHT = "#00b8d9"  # outline of cells an anomaly names: unlike every status colour
 OUTCOME_COLOURS = {"ok": "#2e9e5b", "fail": "#d62728", "info": "#f0a202"}
-
-
-def fault_kind(f: str) -> str:
-    """kill / pause / partition / netem / other, from a nemesis `f` or label."""
-    text = (f or "").lower()
-    for kind in ("kill", "pause", "partition", "netem"):
-        if kind in text:
-            return kind
-    if "crash" in text or "stop-node" in text:
-        return "kill"
-    return "other"
 
 
 @dataclass(frozen=True)
@@ -114,7 +96,7 @@ def _fault_bands(windows, x_of, top, bottom, x_end, show_labels=True, right=None
     for window in windows:
         stop = window.stop if window.stop is not None else x_end
         x0, x1 = x_of(window.start), x_of(stop)
-        colour = FAULT_COLOURS.get(window.kind, FAULT_COLOURS["other"])
+        colour = CHART_COLOURS.get(window.kind, CHART_COLOURS["other"])
         still = "" if window.stop is not None else " (never healed)"
         out.append(
             f'<rect class="fault" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 2):.1f}" '

@@ -12,8 +12,11 @@ import functools
 import threading
 import time
 
+from ground.faults import KILL_CLIENT, PAUSE, kind
 from ground.procfs import identity
 from nemesis import pause
+
+PAUSE_KIND, KILL_CLIENT_KIND = kind(PAUSE), kind(KILL_CLIENT)
 
 
 def _one_nemesis_op(action):
@@ -54,7 +57,7 @@ class ClientFaults:
             {
                 "process": "nemesis",
                 "type": "invoke",
-                "f": "pause",
+                "f": PAUSE_KIND.start,
                 "value": {"nodes": [], "clients": [process], "why": why, **extra},
             }
         )
@@ -62,7 +65,7 @@ class ClientFaults:
         entry = None
         if ident is not None:
             entry = self.ledger.add(
-                {"fault": "pause", "nodes": [], "role": f"client:{why}", "clients": [dict(ident, process=process)]}
+                {"fault": PAUSE, "nodes": [], "role": f"client:{why}", "clients": [dict(ident, process=process)]}
             )
         if entry is not None and pause.pause_client(entry["clients"][0]):
             done = {"nodes": [], "clients": [process], "paused": [process], "pids": [pid], "why": why, **extra}
@@ -72,7 +75,7 @@ class ClientFaults:
             if entry is not None:
                 self.ledger.remove(entry["id"])
             done = {"nodes": [], "clients": [process], "paused": [], "why": why, "gone": [process]}
-        self.record({"process": "nemesis", "type": "info", "f": "pause", "value": done})
+        self.record({"process": "nemesis", "type": "info", "f": PAUSE_KIND.start, "value": done})
         return bool(done["paused"])
 
     @_one_nemesis_op
@@ -86,7 +89,7 @@ class ClientFaults:
             {
                 "process": "nemesis",
                 "type": "invoke",
-                "f": "resume",
+                "f": PAUSE_KIND.heal,
                 "value": {"nodes": [], "clients": [client["process"]], "why": why},
             }
         )
@@ -101,7 +104,7 @@ class ClientFaults:
         else:
             done = {"nodes": [], "clients": [client["process"]], "resumed": [], "gone": [client["process"]], "why": why}
         self.ledger.remove(entry["id"])
-        self.record({"process": "nemesis", "type": "info", "f": "resume", "value": done})
+        self.record({"process": "nemesis", "type": "info", "f": PAUSE_KIND.heal, "value": done})
 
     def resume_all(self, why: str) -> None:
         with self.lock:
@@ -116,7 +119,7 @@ class ClientFaults:
             {
                 "process": "nemesis",
                 "type": "invoke",
-                "f": "kill-client",
+                "f": KILL_CLIENT_KIND.start,
                 "value": {"nodes": [], "clients": [process], "why": why},
             }
         )
@@ -129,7 +132,7 @@ class ClientFaults:
             {
                 "process": "nemesis",
                 "type": "info",
-                "f": "kill-client",
+                "f": KILL_CLIENT_KIND.start,
                 "value": {"nodes": [], "clients": [old], "killed": [old], "replaced_by": new, "why": why},
             }
         )

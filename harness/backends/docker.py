@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ground.errors import GregorError
+from ground.faults import NODE_FAULTS
 from ground.paths import cache_dir, labs_dir
-from ground.protocols import NODE_FAULTS
 from harness.backends import docker_engine, docker_image, netns
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
 from harness.backends.namespace_node import HARNESS_DIR, copy_node_files, copy_path, require_root

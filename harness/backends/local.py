@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from ground.errors import GregorError
+from ground.faults import NODE_FAULTS, POWER_LOSS
 from ground.paths import labs_dir
 from ground.procfs import proc_cmdline
-from ground.protocols import NODE_FAULTS, POWER_LOSS
 from harness.backends import netns, routed_places
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
 from harness.backends.namespace_node import (

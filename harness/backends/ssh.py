@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ground.errors import GregorError
-from ground.protocols import NODE_FAULTS
+from ground.faults import NODE_FAULTS
 from harness.backends import netns, ssh_files
 from harness.backends.bridge_places import remove_namespaces
 from harness.backends.ssh_connect import Connection, Trust, default_known_hosts

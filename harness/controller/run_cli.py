@@ -6,7 +6,7 @@ import argparse
 import math
 
 from ground.errors import GregorError
-from ground.protocols import POWER_LOSS
+from ground.faults import PARTITION, POWER_LOSS, with_composites
 from harness import registry
 from harness.controller.lab_options import (
     add_lab_arguments,
@@ -176,8 +176,6 @@ def nemesis_faults(args) -> list[str]:
 def node_faults(backend: str, system: str, options: dict | None) -> frozenset:
     """The faults the system takes on its nodes on this backend, with the
     composite faults whose parts it takes."""
-    from nemesis.schedule import with_composites
-
     return with_composites(registry.system_class(system).node_faults(registry.backend(backend).faults, options or {}))
 
 
@@ -193,7 +191,7 @@ def check_faults_possible(
     hit clients (kfake's one node has no peers to be cut from; an external
     cluster's brokers are not ours), the default targets narrow to clients;
     named node targets that no fault can take are refused."""
-    from nemesis.schedule import CLIENT_FAULTS, CLIENT_ONLY_FAULTS, DEFAULT_TARGETS, with_composites
+    from nemesis.schedule import CLIENT_FAULTS, CLIENT_ONLY_FAULTS, DEFAULT_TARGETS
 
     can = with_composites(registry.backend(backend).faults)
     cannot = [fault for fault in faults if fault not in can and fault not in CLIENT_ONLY_FAULTS]
@@ -234,11 +232,7 @@ def _takes(on_nodes) -> list[str]:
 
 
 def _why_not(system: str) -> str:
-    return {
-        "kfake": "all its brokers are one process on one node",
-        "external": "Gregor reaches no broker host without --backend ssh --hosts, and never signals "
-        "a process it did not start",
-    }.get(system, "not every fault applies to its nodes")
+    return registry.system_class(system).FAULT_LIMITS
 
 
 # librdkafka settings a run sets from its own flags: refused in --producer-config/--consumer-config
@@ -393,7 +387,7 @@ def validate(args) -> dict:
         args.backend, cfg["nemesis"], args.system, cfg["system_options"], targets
     )
     on_nodes = node_faults(args.backend, args.system, cfg["system_options"])
-    if "partition" in cfg["nemesis"] and "partition" not in on_nodes:
+    if PARTITION in cfg["nemesis"] and PARTITION not in on_nodes:
         cfg["client_netns"] = True  # only clients can be cut off, each in a place of its own
     if cfg["nemesis"]:
         from nemesis.schedule import DEFAULT_TARGETS, check_shape, plan

@@ -48,6 +48,7 @@ DYNAMIC = {
     "harness.controller.run": ["workloads.*"],
     "workloads.clients": ["workloads.*"],
     "checkers.cli": ["checkers.*"],
+    "nemesis.heal": ["nemesis.*"],  # each fault kind's module, as ground/faults.py names it
 }
 PACKAGES = {name for floor in FLOORS for name in floor}
 

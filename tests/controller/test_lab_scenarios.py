@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from backend_params import lab_name
 
-from nemesis.faults import START_F
+from ground.faults import INJECTED_STARTS
 
 pytestmark = pytest.mark.lab
 
@@ -136,7 +136,7 @@ def sequence_reuse_losses(run_dir: Path, bad: list) -> list:
 
 def faults_started(history: Path) -> int:
     events = (json.loads(line) for line in history.read_text().splitlines() if line.strip())
-    return sum(1 for e in events if e.get("process") == "nemesis" and e.get("f") in START_F.values())
+    return sum(1 for e in events if e.get("process") == "nemesis" and e.get("f") in INJECTED_STARTS)
 
 
 def test_the_page_and_the_summary_are_written(catalogue):

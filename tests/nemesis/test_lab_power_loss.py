@@ -11,7 +11,7 @@ from backend_params import lab_name
 from nemesis_lab_helpers import ListContext
 
 from ground.errors import GregorError
-from ground.protocols import POWER_LOSS
+from ground.faults import POWER_LOSS
 from harness.lab import Lab
 from nemesis.faults import Nemesis
 from nemesis.ledger import Ledger

@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 from nemesis_lab_helpers import gregor_run
 
+from ground.faults import kind
 from ground.procfs import proc_state
 from harness import netfaults
-from nemesis.faults import START_F, STOP_F
 from nemesis.ledger import Ledger
 
 pytestmark = pytest.mark.lab
@@ -46,7 +46,7 @@ def test_sixty_second_queue_run_with_faults_ends_healthy_with_nothing_left(lab, 
 
     # every fault type was applied, and each application was healed
     for fault in ("partition", "pause", "kill"):
-        starts, stops = applied(history, START_F[fault]), applied(history, STOP_F[fault])
+        starts, stops = applied(history, kind(fault).start), applied(history, kind(fault).heal)
         assert starts, f"no {fault} fault in the run"
         assert len(stops) == len(starts), (fault, len(starts), len(stops))
     assert test["nemesis"]["faults"] == ["partition", "pause", "kill"]

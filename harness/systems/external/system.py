@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ground import faults
 from ground.addresses import split_server
 from ground.errors import GregorError
 from ground.protocols import RoleUnavailable
 from harness.systems import capabilities, protocol_roles
 
-# What Gregor may do to the hosts of a cluster it does not run.
-HOST_FAULTS = frozenset({"partition", "netem"})
+# What Gregor may do to the hosts of a cluster it does not run: never signal its processes.
+HOST_FAULTS = frozenset(name for name in faults.NODE_FAULTS if not faults.kind(name).signals_process)
 
 
 class ExternalRoles(protocol_roles.ProtocolRoles):
@@ -37,6 +38,9 @@ class ExternalSystem:
 
     name = "external"
     OPTIONS = ("bootstrap", "hosts")
+    FAULT_LIMITS = (
+        "Gregor reaches no broker host without --backend ssh --hosts, and never signals a process it did not start"
+    )
 
     def __init__(
         self,

@@ -16,7 +16,8 @@ import threading
 import uuid
 
 from ground.errors import GregorError
-from ground.protocols import NODE_FAULTS, POWER_LOSS, Service
+from ground.faults import NODE_FAULTS, POWER_LOSS
+from ground.protocols import Service
 from harness.systems import protocol_roles
 from harness.systems.kafka import config, install
 
@@ -57,6 +58,7 @@ class KafkaSystem:
     name = "kafka"
     port = config.BROKER_PORT
     OPTIONS = ("controllers", "transaction_version")
+    FAULT_LIMITS = "not every fault applies to its nodes"
 
     def __init__(
         self,

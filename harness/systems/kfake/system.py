@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 
+from ground import faults
 from ground.errors import GregorError
 from ground.protocols import RoleUnavailable, Service
 from harness.systems import protocol_roles, wire
@@ -19,7 +20,7 @@ from harness.systems.kfake import build
 
 FIRST_PORT = 9092
 # One node holds everything, so faults that cut nodes from each other do nothing.
-NODE_FAULTS = frozenset({"pause", "kill", "netem"})
+NODE_FAULTS = frozenset(name for name in faults.NODE_FAULTS if not faults.kind(name).needs_peers)
 
 
 class KfakeRoles(protocol_roles.ProtocolRoles):
@@ -44,6 +45,7 @@ class KfakeSystem:
 
     name = "kfake"
     OPTIONS = ()
+    FAULT_LIMITS = "all its brokers are one process on one node"
 
     def __init__(
         self,

@@ -17,7 +17,8 @@ import secrets
 from types import SimpleNamespace
 
 from ground.errors import GregorError
-from ground.protocols import NODE_FAULTS, RoleUnavailable, Service
+from ground.faults import NODE_FAULTS
+from ground.protocols import RoleUnavailable, Service
 from harness.systems import protocol_roles
 from harness.systems.tansu import install, postgres
 
@@ -35,6 +36,7 @@ class TansuSystem:
 
     name = "tansu"
     OPTIONS = ("storage",)
+    FAULT_LIMITS = "not every fault applies to its nodes"
 
     def __init__(
         self,
