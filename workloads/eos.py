@@ -17,7 +17,7 @@ import time
 from confluent_kafka import Consumer
 
 from workloads import queue
-from workloads.clients import Client
+from workloads.client import Client
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import KeyMap, RebalanceLog, close_consumer, consumer_config, read_messages
 from workloads.txn import TransactionalProducer, TxnRunner, needs_new_instance

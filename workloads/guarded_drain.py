@@ -25,7 +25,9 @@ import multiprocessing
 import os
 import time
 
-from workloads.clients import enter_child, info_completion, register_client, unregister_client
+from workloads.client import enter_child
+from workloads.client_registry import register_client, unregister_client
+from workloads.completions import info_completion
 from workloads.drain import drain
 
 HANG_S = 30.0  # a beat comes at least every 2.5 s (a consume, or one watermark query)

@@ -13,7 +13,7 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import outcomes
-from workloads.clients import Client
+from workloads.client import Client
 from workloads.generators import Pacer, Plans
 from workloads.kafka_io import (
     KeyMap,

@@ -17,7 +17,8 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from workloads import outcomes
-from workloads.clients import Client, with_unperformed_sends
+from workloads.client import Client
+from workloads.completions import with_unperformed_sends
 from workloads.conductor import Conductor
 from workloads.generators import Pacer, Plans, TxnPlan
 from workloads.kafka_io import (

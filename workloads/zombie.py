@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import time
 
-from workloads.clients import Client
+from workloads.client import Client
 from workloads.conductor import Conductor
 from workloads.generators import Pacer, Plans, TxnPlan
 from workloads.kafka_io import KeyMap

@@ -151,7 +151,7 @@ def cmd_lab_down(args) -> int:
     (paused ones resumed first, so none stays stopped) and the fault ledger."""
     from harness.lab import Lab, lab_name
     from nemesis.heal import release_clients
-    from workloads.clients import kill_leftover_clients
+    from workloads.client_registry import kill_leftover_clients
 
     name = lab_name(args.lab, args.backend)
     release_clients(name)

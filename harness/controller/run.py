@@ -20,7 +20,9 @@ from ground.errors import GregorError
 from ground.signals import sigterm_as_interrupt
 from harness.lab import Lab
 from nemesis.ledger import Ledger
-from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
+from workloads.client import ClientSpec
+from workloads.client_pool import ClientPool
+from workloads.client_registry import kill_leftover_clients
 from workloads.conductor import ClientFaults
 from workloads.context import RunContext
 from workloads.drain import OffsetsLearned

@@ -46,7 +46,7 @@ DYNAMIC = {
     "harness.cli": ["harness.controller.*", "checkers.cli", "reports.cli"],
     "harness.registry": ["harness.backends.*", "harness.systems.*"],
     "harness.controller.run": ["workloads.*"],
-    "workloads.clients": ["workloads.*"],
+    "workloads.client": ["workloads.*"],
     "checkers.cli": ["checkers.*"],
     "nemesis.heal": ["nemesis.*"],  # each fault kind's module, as ground/faults.py names it
 }
@@ -233,8 +233,8 @@ def test_no_modules_import_each_other_in_a_circle():
 def test_the_contract_catches_an_upward_import_and_a_circle():
     # the checks themselves can fail: a made-up upward edge and a made-up circle
     assert upward("ground.errors", "harness.lab") is not None
-    assert upward("nemesis.faults", "workloads.clients") is not None
+    assert upward("nemesis.faults", "workloads.client") is not None
     assert upward("harness.lab", "harness.controller.run") is not None
     assert upward("harness.backends.local", "harness.systems.wire") is not None
-    assert upward("harness.controller.run", "workloads.clients") is None
+    assert upward("harness.controller.run", "workloads.client_pool") is None
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

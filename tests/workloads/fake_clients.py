@@ -6,7 +6,7 @@ every seventh op ends `info` (the client must continue as a new process).
 
 import time
 
-from workloads.clients import Client
+from workloads.client import Client
 from workloads.generators import Plans
 
 

@@ -9,7 +9,10 @@ from dataclasses import replace
 from history_rules import problems
 from polling import wait_until
 
-from workloads.clients import ClientPool, ClientSpec, registry_dir, unknown_outcome_mops
+from workloads.client import ClientSpec
+from workloads.client_pool import ClientPool
+from workloads.client_registry import registry_dir
+from workloads.completions import unknown_outcome_mops
 from workloads.history_writer import HistoryWriter, read_history
 
 KEYS = {"0": ["t", 0], "1": ["t", 1]}
@@ -191,7 +194,7 @@ def test_leftover_clients_are_killed_even_when_paused_and_reused_pids_are_spared
     import subprocess
     import sys
 
-    from workloads.clients import _start_time, kill_leftover_clients
+    from workloads.client_registry import _start_time, kill_leftover_clients
 
     monkeypatch.setenv("GREGOR_CLIENTS_DIR", str(tmp_path))
     lab = "leftovers"

@@ -8,7 +8,8 @@ step under test; the real one is exercised by the workload lab tests."""
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from workloads.clients import Client, ClientSpec, with_unperformed_sends
+from workloads.client import Client, ClientSpec
+from workloads.completions import with_unperformed_sends
 from workloads.kafka_io import KeyMap
 from workloads.txn import TxnRunner, needs_new_instance
 
