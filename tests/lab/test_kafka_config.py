@@ -38,6 +38,24 @@ def test_bad_overrides_say_what_to_fix(tmp_path):
     with pytest.raises(GregorError, match="not found"):
         parse_overrides(None, [str(tmp_path / "missing.properties")])
     bad = tmp_path / "bad.properties"
-    bad.write_text("just words\n")
-    with pytest.raises(GregorError, match="bad.properties:1"):
+    bad.write_text("lonely\n")
+    with pytest.raises(GregorError, match="bad.properties: 'lonely' has no value"):
         parse_overrides(None, [str(bad)])
+
+
+def test_a_properties_file_is_read_in_the_whole_format(tmp_path):
+    config = tmp_path / "broker.properties"
+    config.write_text(
+        "! a comment too\n"
+        "log.retention.ms : 1000\n"  # ':' separates as well as '='
+        "num.io.threads 4\n"  # and so does white space
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,\\\n"  # a line continued
+        "    CONTROLLER:PLAINTEXT\n"
+        "ssl.keystore.location=/etc/k\\u00e9ys/a\\=b\n"  # escapes
+    )
+    assert parse_overrides(None, [str(config)]) == {
+        "log.retention.ms": "1000",
+        "num.io.threads": "4",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "ssl.keystore.location": "/etc/k\u00e9ys/a=b",
+    }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import javaproperties
+
 from ground.errors import GregorError
 
 BROKER_PORT = 9092
@@ -58,14 +60,12 @@ def parse_overrides(pairs: list[str] | None, files: list[str] | None) -> dict[st
         path = Path(name)
         if not path.is_file():
             raise GregorError(f"broker config file {name!r} not found; give a properties file (key=value lines)")
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise GregorError(f"{name}:{number}: expected key=value, got {line!r}")
-            result[key.strip()] = value.strip()
+        with path.open(encoding="latin-1") as handle:  # the .properties format's own encoding
+            found = javaproperties.load(handle)
+        for key, value in found.items():
+            if not value:
+                raise GregorError(f"{name}: {key!r} has no value; write key=value lines, e.g. min.insync.replicas=2")
+        result.update(found)
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
