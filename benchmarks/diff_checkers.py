@@ -4,8 +4,11 @@ The old checker and the new one each check every run directory given (a
 directory holding history.jsonl and test.json, found recursively under each
 argument), one Spark session per side, in a child process whose import path
 is that checkout. What is compared: the verdict, each anomaly's count,
-`allowed` and `why_allowed`, and stats ops/ok/info/fail. Examples are not
-compared (which instances make the first few may differ in order).
+`allowed` and `why_allowed`, stats ops/ok/info/fail, and the one-line error
+of a bad history. Examples are not compared (which instances make the
+first few may differ in order), unless `--full`: then the whole
+results.json is, apart from its `checker` timings (for a change that must
+leave the results identical).
 
     .venv/bin/python benchmarks/diff_checkers.py --old /work/wt/checker-old DIR...
 
@@ -37,19 +40,23 @@ from pathlib import Path
 from checkers.check import check_dir
 from checkers.spark import get_spark
 spark = get_spark()
+full = sys.argv[2] == "full"
 with open(sys.argv[1], "w") as out:
     for line in sys.stdin:
         name, scratch = json.loads(line)
         started = time.monotonic()
         try:
-            result = check_dir(scratch, spark, max_examples=1, progress=lambda _m: None)
+            result = check_dir(scratch, spark, max_examples=10 if full else 1, progress=lambda _m: None)
             row = {"run": name, "seconds": time.monotonic() - started, "verdict": result["verdict"],
                    "anomalies": {n: [e["count"], e["allowed"], e.get("why_allowed")]
                                  for n, e in result["anomalies"].items()},
                    "stats": {k: result.get("stats", {}).get(k) for k in ("ops", "ok", "info", "fail")}}
+            if full:
+                kept = {k: v for k, v in result.items() if k != "checker"}
+                row["results"] = json.loads(json.dumps(kept, default=str))
         except Exception as error:  # a bad history: both sides must refuse it alike
             row = {"run": name, "seconds": time.monotonic() - started,
-                   "error": type(error).__name__ + ": " + str(error).splitlines()[0][:200]}
+                   "error": type(error).__name__ + ": " + str(error).replace(scratch, "RUN").splitlines()[0][:200]}
         out.write(json.dumps(row) + "\n")
         out.flush()
 """
@@ -72,14 +79,14 @@ def scratch_copy(run: Path, into: Path) -> Path:
     return into
 
 
-def check_all(checkout: Path, runs: list[Path], scratch: Path, python: str) -> dict:
+def check_all(checkout: Path, runs: list[Path], scratch: Path, python: str, full: bool = False) -> dict:
     """Checks every run with the checker of `checkout`; run name -> summary."""
     jobs = [(str(run), str(scratch_copy(run, scratch / str(i)))) for i, run in enumerate(runs)]
     out = scratch / "results.jsonl"
     env = dict(os.environ, PYTHONPATH=str(checkout))
     stdin = "".join(json.dumps(job) + "\n" for job in jobs)
     subprocess.run(
-        [python, "-c", CHILD, str(out)],
+        [python, "-c", CHILD, str(out), "full" if full else "summary"],
         input=stdin,
         text=True,
         cwd=checkout,
@@ -96,7 +103,7 @@ def differences(old: dict | None, new: dict | None) -> list[str]:
     if old is None or new is None:
         return [f"{'old' if old is None else 'new'} checker produced no result"]
     if "error" in old or "error" in new:
-        if ("error" in old) != ("error" in new):
+        if old.get("error") != new.get("error"):
             return [f"error: old {old.get('error')!r}, new {new.get('error')!r}"]
         return []
     out = []
@@ -108,6 +115,10 @@ def differences(old: dict | None, new: dict | None) -> list[str]:
             out.append(f"{name}: old {_entry(a)}, new {_entry(b)}")
     if old["stats"] != new["stats"]:
         out.append(f"stats: old {old['stats']}, new {new['stats']}")
+    if "results" in old and "results" in new:
+        for section in sorted(set(old["results"]) | set(new["results"])):
+            if old["results"].get(section) != new["results"].get(section):
+                out.append(f"results.json `{section}` differs")
     return out
 
 
@@ -126,6 +137,9 @@ def main(argv=None) -> int:
     parser.add_argument("--python", default=sys.executable, help="interpreter with pyspark (default: this one)")
     parser.add_argument("--save", type=Path, help="folder to keep each side's summaries in (old.jsonl, new.jsonl)")
     parser.add_argument("--old-results", type=Path, help="old side's summaries from an earlier --save (not rerun)")
+    parser.add_argument(
+        "--full", action="store_true", help="compare the whole results.json (but its `checker` timings), examples too"
+    )
     args = parser.parse_args(argv)
     runs = run_dirs(args.dirs)
     results = {}
@@ -142,7 +156,7 @@ def main(argv=None) -> int:
         for side, checkout in (("old", args.old), ("new", args.new)):
             if side in results:
                 continue
-            results[side] = check_all(checkout.resolve(), runs, scratch / side, args.python)
+            results[side] = check_all(checkout.resolve(), runs, scratch / side, args.python, args.full)
             seconds = sum(r["seconds"] for r in results[side].values())
             print(
                 f"{side}: {checkout.resolve()}: {len(results[side])} of {len(runs)} runs checked, "

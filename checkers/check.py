@@ -25,7 +25,7 @@ from checkers.elle import elle_section
 from checkers.examples import example_key, named_offsets
 from checkers.load import Tables, history_path, load
 from checkers.pictures import partitions
-from checkers.spark import get_spark, prestart_python_workers
+from checkers.spark import get_spark
 from checkers.stats import compute_stats
 from ground.atomic import write_json
 
@@ -160,7 +160,7 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
     """The whole results.json dict for loaded tables (writes nothing)."""
     started = time.monotonic()
     counts, examples, named, stats = find_anomalies(t, max_examples, progress)
-    windows = nemesis_windows.windows(nemesis_windows.nemesis_ops(t))
+    windows = nemesis_windows.windows(passes.nemesis_ops(t))
     anomalies = {}
     for name in sorted(counts):
         why = permissions.why_allowed(name, t.test)
@@ -204,7 +204,7 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     history_bytes = history_path(directory).stat().st_size
     spark = spark or get_spark(history_bytes=history_bytes)
     progress(f"checking {directory} on Spark {spark.sparkContext.master}")
-    prestart_python_workers(spark)
+    passes.prestart_python_workers(spark)
     # The load is the one long silent step (about a minute for 10M events).
     progress(f"  loading {history_bytes / 2**20:,.1f} MiB of history")
     started = time.monotonic()

@@ -6,9 +6,14 @@ for bad input, printed as one line.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
+from pathlib import Path
+
+from checkers.check import check_dir
+from checkers.load import history_path, read_test
+from checkers.spark import add_spark_arguments, get_spark, parse_conf
+from ground.errors import GregorError
 
 EXIT_CODES = {"valid": 0, "invalid": 1, "unknown": 3}
 
@@ -46,26 +51,7 @@ def register(subparsers) -> None:
                 getattr(module, attr)(subparsers)
 
 
-def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
-    """--spark-master and --spark-conf, shared by every command that runs Spark."""
-    parser.add_argument(
-        "--spark-master", metavar="URL", default=None, help="Spark master (default $GREGOR_SPARK_MASTER or local[2])"
-    )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any Spark setting, repeatable (e.g. spark.driver.memory=2g)",
-    )
-
-
 def run_check(args) -> int:
-    from checkers.check import check_dir
-    from checkers.load import history_path
-    from checkers.spark import get_spark, parse_conf
-    from ground.errors import GregorError
-
     if args.examples < 1:
         raise GregorError("--examples must be at least 1")
     if args.elle_jar and not os.path.isfile(args.elle_jar):
@@ -86,11 +72,6 @@ def run_check(args) -> int:
 
 
 def _check_run_files(directory: str) -> None:
-    from pathlib import Path
-
-    from checkers.load import read_test
-    from ground.errors import GregorError
-
     path = Path(directory)
     if not path.is_dir():
         raise GregorError(f"{directory}: no such run directory")

@@ -84,6 +84,7 @@ from checkers.keypass import (
     I_C,
     I_CWR,
     I_WR,
+    INFO_NODE,
     NO_TIME,
     NODE_SHIFT,
     PROC,
@@ -99,7 +100,8 @@ from checkers.keypass import (
     Params,
     cover_bin,
 )
-from checkers.load import OP_ROW, Tables, free_rows, known_keys, pid_route, stored_rows
+from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.table_format import OP_ROW, pid_route
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
 EDGE_CAP = 500_000
@@ -421,8 +423,6 @@ def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
 
 def _info_nodes(t: Tables) -> dict:
     """op -> mop indices of its sends that must have happened, for `info` ops."""
-    from checkers.keypass import INFO_NODE
-
     nodes: dict = {}
     for row in passes.small(t).get(INFO_NODE, []):
         nodes.setdefault(row["a"], []).append(row["b"])

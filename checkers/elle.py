@@ -55,7 +55,8 @@ from pyspark.sql import types as T
 
 from checkers import edn, facts
 from checkers.edn import Keyword
-from checkers.load import ops_with_mops
+from checkers.load import load, ops_with_mops
+from checkers.spark import add_spark_arguments, get_spark, parse_conf
 from ground.errors import GregorError
 
 ELLE_MAX_EVENTS = int(os.environ.get("GREGOR_ELLE_MAX_EVENTS", "200000"))
@@ -247,17 +248,12 @@ def _tables(source, spark=None):
     """Tables as given, or loaded from a run directory."""
     if hasattr(source, "rows"):
         return source
-    from checkers.load import load
-    from checkers.spark import get_spark
-
     return load(Path(source), spark or get_spark())
 
 
 def _spark_and_dir(source, spark=None):
     if hasattr(source, "rows"):
         return source.spark, source.directory
-    from checkers.spark import get_spark
-
     return spark or get_spark(), Path(source)
 
 
@@ -404,8 +400,6 @@ EXPORT_FORMATS = {"jepsen": ("history.edn", export_jepsen_edn), "elle": ("elle-l
 
 def register_export(subparsers) -> None:
     """Adds `gregor export DIR [--format jepsen|elle] [--out PATH]`; checkers/cli.py calls this."""
-    from checkers.cli import add_spark_arguments
-
     parser = subparsers.add_parser(
         "export",
         help="write a run's history in Jepsen's Kafka EDN or Elle's list-append form",
@@ -422,8 +416,6 @@ def register_export(subparsers) -> None:
 
 
 def _run_export(args) -> int:
-    from checkers.spark import get_spark, parse_conf
-
     if not os.path.isdir(args.dir):
         raise GregorError(f"{args.dir}: no such run directory")
     default_name, export = EXPORT_FORMATS[args.format]

@@ -53,7 +53,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from checkers.arrays import NULL
 from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, events_of, ints, mop_fields, parse
 from checkers.history_format import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
-from checkers.load import (
+from checkers.table_format import (
     COMMIT_ROW,
     FROM_ROW,
     NEMESIS_ROUTE,

@@ -41,7 +41,7 @@ from checkers.arrays import (
     reduce_by,
     starts,
 )
-from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
+from checkers.table_format import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
 
 # Output row tags.
 (
@@ -68,6 +68,10 @@ from checkers.load import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, P
     TALLY,
     NAMED,
 ) = range(22)
+
+# A pictured offset's statuses (checkers/pictures.py), worst first: an
+# offset shows the most serious status of its values.
+STATUS_ORDER = ["inconsistent", "duplicate", "aborted", "lost", "unseen", "unacked", "acked-unread", "read"]
 
 # Cycle graph: node = op * NODE_SHIFT + sub (0: the whole op, i+1: its send mop i).
 NODE_SHIFT = 1 << 20
@@ -973,8 +977,6 @@ class KeyPass:
     def picture(self):
         """The log of the named keys around their anomalies: offset, index,
         values and the worst status of its values (docs/RESULTS.md)."""
-        from checkers.pictures import STATUS_ORDER
-
         c, ri, p = self.c, self.ri, self.p
         ids, n = group_ids(c["key"][ri], c["offset"][ri], c["value"][ri])
         first = ri[first_per_group(ids, n)]

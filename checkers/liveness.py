@@ -37,7 +37,8 @@ from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.arrays import NULL
 from checkers.history_format import ASSIGN, OK, POLL, SUBSCRIBE, TXN
 from checkers.keypass import LATE
-from checkers.load import OP_ROW, Tables, pid_route
+from checkers.load import Tables
+from checkers.table_format import OP_ROW, pid_route
 
 MAX_GAP_FRACTION = 0.5
 STUCK_SCHEMA = T.StructType(

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from checkers.fastload import fast_rows, parse_cache
 from checkers.history_format import (
     ASSIGN,
     COMMIT,
@@ -46,6 +47,21 @@ from checkers.history_format import (
     TYPES,
 )
 from checkers.spark import session_conf
+from checkers.table_format import (
+    COMMIT_ROW,
+    FAIL_CODE,
+    FROM_ROW,
+    INFO_CODE,
+    KEY_KINDS,
+    NEMESIS_ROUTE,
+    OK_CODE,
+    OP_ROW,
+    POLL_ROW,
+    PROBLEM_ROUTE,
+    PROBLEM_ROW,
+    REBALANCE_ROW,
+    SEND_ROW,
+)
 from ground.errors import GregorError
 
 CORRUPT = "_corrupt_record"
@@ -110,29 +126,6 @@ def storage_level(history: Path) -> StorageLevel:
     """Where a run's stored tables live: memory (spilling to disk) for
     ordinary runs, disk only for very large histories."""
     return StorageLevel.DISK_ONLY if history.stat().st_size > LARGE_HISTORY_BYTES else STORAGE
-
-
-# Row kinds of the loaded table.
-SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW, OP_ROW, PROBLEM_ROW = range(7)
-MOP_KINDS = {SEND: SEND_ROW, POLL: POLL_ROW, COMMIT: COMMIT_ROW}
-KEY_KINDS = (SEND_ROW, POLL_ROW, COMMIT_ROW, REBALANCE_ROW, FROM_ROW)
-# A key row's `tcode`: its op's outcome as a number.
-OK_CODE, FAIL_CODE, INFO_CODE = 0, 1, 2
-
-# Routes: a key for rows of one key, these for the rest.
-NEMESIS_ROUTE = -1
-PROBLEM_ROUTE = -(1 << 62)
-
-
-def pid_route(pid):
-    """Route of a client process's op rows, by its number (a row's `pid`; an
-    int, a numpy array or a Column): negative, distinct from every key."""
-    return -2 - pid
-
-
-def process_route(process: F.Column) -> F.Column:
-    """pid_route of a `process` column."""
-    return pid_route(process.cast("long"))
 
 
 # A problem's rank orders the problems of one line: the line itself first,
@@ -284,8 +277,6 @@ def load(source, spark: SparkSession, test: dict | None = None, fast: bool = Tru
     keys = known_keys(test)
     torn = torn_tail(history)
     if fast and not torn:
-        from checkers.fastload import fast_rows, parse_cache
-
         with parse_cache(spark) as cache:
             rows = fast_rows(spark, history, keys, cache)
             tables = None if rows is None else _stored(rows, spark, history, test, torn, name_problems=False)

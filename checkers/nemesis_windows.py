@@ -12,31 +12,8 @@ resumed, cleared), and only those are read then.
 
 from __future__ import annotations
 
-import json
-
 from checkers.history_format import CLIENTS, LEGACY_NODE_FIELDS, NETEM_EMULATED, NODES
 from ground.faults import HEAL_FS, HEALS
-
-
-def nemesis_ops(t) -> list[dict]:
-    """The run's nemesis ops in history order (collected with the main pass's small rows)."""
-    from checkers import passes
-
-    result = []
-    for row in sorted(passes.small(t).get(passes.NEMESIS_TAG, []), key=lambda r: r["a"]):
-        try:
-            value = json.loads(row["value_json"]) if row["value_json"] else None
-        except ValueError:
-            value = row["value_json"]
-        result.append(
-            {
-                "op": row["a"],
-                "f": row["f"],
-                "value": value,
-                "time": row["complete_time"] if row["complete_time"] is not None else row["invoke_time"],
-            }
-        )
-    return result
 
 
 def nodes_of(value) -> list[str]:

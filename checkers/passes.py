@@ -13,6 +13,8 @@ which transactions a newer instance fenced, which groups copy).
 
 from __future__ import annotations
 
+import json
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +27,7 @@ from pyspark.sql import types as T
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
+from checkers.buckets import lag_bucket_seconds
 from checkers.examples import merge_summaries, partition_summary
 from checkers.fetch import table_rows
 from checkers.history_format import INIT, OK, TXN
@@ -45,7 +48,8 @@ from checkers.keypass import (
     KeyPass,
     Params,
 )
-from checkers.load import (
+from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
     KEY_KINDS,
@@ -54,10 +58,6 @@ from checkers.load import (
     OP_ROW,
     POLL_ROW,
     SEND_ROW,
-    Tables,
-    free_rows,
-    known_keys,
-    stored_rows,
 )
 
 # The pass's rows: a tag, an anomaly's fields (all but the cycle text), and
@@ -167,6 +167,45 @@ def _batch(part: dict) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in _ARROW_SCHEMA], schema=_ARROW_SCHEMA)
 
 
+# ------------------------------------------------------------ the Python workers
+
+_PRESTARTED: set[str] = set()
+_PRESTART_LOCK = threading.Lock()
+
+
+def prestart_python_workers(spark) -> threading.Thread | None:
+    """Starts the session's Python workers in the background, once per session.
+
+    The first Python job of a session waits seconds for Spark to start its
+    Python daemon and workers. The load runs no Python, so a check that
+    starts them while the load runs has them ready for the per-key pass.
+    Returns the thread that starts them, or None when this session's were
+    started before.
+    """
+    context = spark.sparkContext
+    with _PRESTART_LOCK:
+        if context.applicationId in _PRESTARTED:
+            return None
+        _PRESTARTED.add(context.applicationId)
+    slots = max(1, context.defaultParallelism)
+
+    def start():
+        try:
+            spark.range(0, slots, numPartitions=slots).mapInArrow(_import_pass, "id long").collect()
+        except Exception:  # a session stopped meanwhile: the pass itself will say what is wrong
+            pass
+
+    thread = threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_pass(batches):
+    """Runs in a Python worker, which imports this module (and so the per-key
+    pass) to run it, and keeps it for later tasks."""
+    yield from batches
+
+
 # ------------------------------------------------------------ the main pass
 
 
@@ -226,8 +265,6 @@ def stuck_lso_timeout(test: dict) -> int | None:
 
 
 def lag_bucket_ns(t: Tables) -> int:
-    from checkers.stats import lag_bucket_seconds
-
     return int(round(lag_bucket_seconds(duration_s(t), len(t.test["keys"])) * 1e9))
 
 
@@ -436,3 +473,22 @@ NEMESIS_COLUMNS = (
     ("complete_time", "long"),
     ("value_json", "string"),
 )
+
+
+def nemesis_ops(t: Tables) -> list[dict]:
+    """The run's nemesis ops in history order (collected with the main pass's small rows)."""
+    result = []
+    for row in sorted(small(t).get(NEMESIS_TAG, []), key=lambda r: r["a"]):
+        try:
+            value = json.loads(row["value_json"]) if row["value_json"] else None
+        except ValueError:
+            value = row["value_json"]
+        result.append(
+            {
+                "op": row["a"],
+                "f": row["f"],
+                "value": value,
+                "time": row["complete_time"] if row["complete_time"] is not None else row["invoke_time"],
+            }
+        )
+    return result

@@ -10,14 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from checkers import passes
-from checkers.keypass import Params
+from checkers.keypass import STATUS_ORDER, Params
 from checkers.load import Tables
 
 MAX_OFFSETS = 2000
 MARGIN = 50
-
-# Worst first: an offset shows the most serious status of its values.
-STATUS_ORDER = ["inconsistent", "duplicate", "aborted", "lost", "unseen", "unacked", "acked-unread", "read"]
 
 
 def partitions(t: Tables, named: dict, max_offsets: int = MAX_OFFSETS) -> dict:

@@ -8,13 +8,14 @@ setting passes through ``--spark-conf key=value``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from checkers.jvm_options import java_options
 from ground.errors import GregorError
 
 DEFAULT_MASTER = "local[2]"
@@ -80,6 +81,20 @@ DEFAULT_CONF = {
 }
 
 
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """--spark-master and --spark-conf, shared by every command that runs Spark."""
+    parser.add_argument(
+        "--spark-master", metavar="URL", default=None, help="Spark master (default $GREGOR_SPARK_MASTER or local[2])"
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Spark setting, repeatable (e.g. spark.driver.memory=2g)",
+    )
+
+
 def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
     """Turns ``["k=v", ...]`` from the command line into a dict, or says which one is wrong."""
     conf: dict[str, str] = {}
@@ -135,8 +150,6 @@ def get_spark(
     os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))
     settings = dict(DEFAULT_CONF)
     if fast_start:
-        from checkers.jvm_start import java_options
-
         settings["spark.driver.defaultJavaOptions"] += " " + java_options(master, history_bytes)
     settings.update(conf or {})
     builder = SparkSession.builder.master(master)
@@ -149,41 +162,3 @@ def get_spark(
         raise GregorError(f"cannot start Spark (master {master}): {first}") from error
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-_PRESTARTED: set[str] = set()
-_PRESTART_LOCK = threading.Lock()
-
-
-def prestart_python_workers(spark) -> threading.Thread | None:
-    """Starts the session's Python workers in the background, once per session.
-
-    The first Python job of a session waits seconds for Spark to start its
-    Python daemon and workers. The load runs no Python, so a check that
-    starts them while the load runs has them ready for the per-key pass.
-    Returns the thread that starts them, or None when this session's were
-    started before.
-    """
-    context = spark.sparkContext
-    with _PRESTART_LOCK:
-        if context.applicationId in _PRESTARTED:
-            return None
-        _PRESTARTED.add(context.applicationId)
-    slots = max(1, context.defaultParallelism)
-
-    def start():
-        try:
-            spark.range(0, slots, numPartitions=slots).mapInArrow(_import_pass, "id long").collect()
-        except Exception:  # a session stopped meanwhile: the pass itself will say what is wrong
-            pass
-
-    thread = threading.Thread(target=start, name="gregor-prestart-python-workers", daemon=True)
-    thread.start()
-    return thread
-
-
-def _import_pass(batches):
-    """Runs in a Python worker: imports the per-key pass, which the worker keeps for later tasks."""
-    import checkers.keypass  # noqa: F401
-
-    yield from batches

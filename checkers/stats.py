@@ -10,19 +10,16 @@ to ~0.1% of rank.
 
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import functions as F
 
 from checkers import passes
+from checkers.buckets import bucket_seconds, lag_bucket_seconds
 from checkers.history_format import NEMESIS
 from checkers.keypass import LAG
-from checkers.load import OP_ROW, Tables
+from checkers.load import Tables
 from checkers.spark import session_conf
+from checkers.table_format import OP_ROW
 
-MAX_BUCKETS = 600
-MAX_LAG_ROWS = 20000
-NICE_STEPS = (1, 2, 5)
 ACCURACY = 1000
 QUANTILES = [0.5, 0.9, 0.99]
 # Spark aggregates percentile_approx by hash only up to 128 groups per task,
@@ -33,27 +30,6 @@ QUANTILES = [0.5, 0.9, 0.99]
 # at most its own rows' latencies until it compresses them, so the hash
 # map holds at most the task's rows.
 HASH_GROUPS_CONF = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1000000")
-
-
-def bucket_seconds(duration_s: float, max_buckets: int = MAX_BUCKETS) -> float:
-    """The smallest 1-2-5 step (>= 0.1 s) giving at most `max_buckets` buckets."""
-    if duration_s <= 0:
-        return 1.0
-    target = duration_s / max_buckets
-    if target <= 0.1:
-        return 0.1
-    exponent = math.floor(math.log10(target))
-    for exp in (exponent, exponent + 1):
-        for step in NICE_STEPS:
-            size = step * 10.0**exp
-            if size >= target:
-                return round(size, 6)
-    return round(10.0 ** (exponent + 1), 6)
-
-
-def lag_bucket_seconds(duration_s: float, keys: int) -> float:
-    """One lag row per bucket and key: coarser buckets when there are many keys."""
-    return max(bucket_seconds(duration_s), bucket_seconds(duration_s, max(1, MAX_LAG_ROWS // max(1, keys))))
 
 
 def _ms(value) -> float | None:

@@ -14,7 +14,8 @@ from checkers import allowed, passes
 from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.history_format import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
-from checkers.load import OK_CODE, POLL_ROW, SEND_ROW, Tables
+from checkers.load import Tables
+from checkers.table_format import OK_CODE, POLL_ROW, SEND_ROW
 
 NAMES = ("torn-transaction", "zombie-write")
 

@@ -75,8 +75,8 @@ def test_invalid_result_exits_1_and_prints_permissions(monkeypatch, tmp_path, ca
         "stats": {"ops": 10, "ok": 9, "info": 1, "fail": 0},
         "checker": {"seconds": 1.0},
     }
-    monkeypatch.setattr("checkers.spark.get_spark", lambda master=None, conf=None, **_: None)
-    monkeypatch.setattr("checkers.check.check_dir", lambda *a, **k: fake)
+    monkeypatch.setattr("checkers.cli.get_spark", lambda master=None, conf=None, **_: None)
+    monkeypatch.setattr("checkers.cli.check_dir", lambda *a, **k: fake)
     assert main(["check", str(run)]) == 1
     out = capsys.readouterr().out
     assert "duplicate: 312, permitted because enable.idempotence=false" in out

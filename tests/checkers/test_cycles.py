@@ -17,7 +17,8 @@ from txn_events import op, poll, send
 
 from checkers import cycles, passes
 from checkers.arrays import bitmaps, covered, meets, merge_intervals
-from checkers.load import KEY_KINDS, load
+from checkers.load import load
+from checkers.table_format import KEY_KINDS
 
 pytestmark = pytest.mark.spark
 

@@ -24,7 +24,8 @@ from txn_histories import init, valid_run
 
 from checkers import eventparse, fastload
 from checkers.fastload import fast_rows, parse_cache, summarize
-from checkers.load import PROBLEM_ROW, history_path, known_keys, load, read_test
+from checkers.load import history_path, known_keys, load, read_test
+from checkers.table_format import PROBLEM_ROW
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_checkers import generate  # noqa: E402

@@ -1,5 +1,5 @@
-"""The driver JVM's fast start: which options a session gets, and that a real
-`gregor check` maps Spark's classes from the archive ./setup made."""
+"""The driver JVM's fast start (checkers/jvm_options.py, checkers/jvm_start.py):
+which options a session gets, and that a real `gregor check` maps Spark's classes from the archive ./setup made."""
 
 from __future__ import annotations
 
@@ -11,27 +11,27 @@ from pathlib import Path
 import pyspark
 from checker_histories import History, poll, send
 
-from checkers import jvm_start
+from checkers import jvm_options
 
 
 def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(monkeypatch, tmp_path):
     archive = tmp_path / "driver.jsa"
-    monkeypatch.setattr(jvm_start, "archive_path", lambda: archive)
+    monkeypatch.setattr(jvm_options, "archive_path", lambda: archive)
     quick = "-XX:TieredStopAtLevel=1"
-    assert quick in jvm_start.java_options("local[2]", 4096)
-    assert quick in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES)
-    assert quick not in jvm_start.java_options("local[2]", jvm_start.SMALL_HISTORY_BYTES + 1)
-    assert quick not in jvm_start.java_options("local[2]", None)  # a long-lived session: sizes unknown
-    assert quick not in jvm_start.java_options("spark://m:7077", 4096)
-    assert "SharedArchiveFile" not in jvm_start.java_options("local[2]", 4096)  # none made yet
+    assert quick in jvm_options.java_options("local[2]", 4096)
+    assert quick in jvm_options.java_options("local[2]", jvm_options.SMALL_HISTORY_BYTES)
+    assert quick not in jvm_options.java_options("local[2]", jvm_options.SMALL_HISTORY_BYTES + 1)
+    assert quick not in jvm_options.java_options("local[2]", None)  # a long-lived session: sizes unknown
+    assert quick not in jvm_options.java_options("spark://m:7077", 4096)
+    assert "SharedArchiveFile" not in jvm_options.java_options("local[2]", 4096)  # none made yet
     archive.write_bytes(b"x")
-    assert f"-XX:SharedArchiveFile={archive}" in jvm_start.java_options("spark://m:7077", None)
+    assert f"-XX:SharedArchiveFile={archive}" in jvm_options.java_options("spark://m:7077", None)
 
 
 def _code_cache_flags(options: list[str]) -> dict:
     """What a real JVM makes of these options: its final code cache size and JIT level."""
     flags = subprocess.run(
-        [jvm_start.java_binary(), *options, "-XX:+PrintFlagsFinal", "-version"],
+        [jvm_options.java_binary(), *options, "-XX:+PrintFlagsFinal", "-version"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -49,22 +49,22 @@ def test_the_quick_jit_keeps_the_tiered_code_cache():
     # The quick compiler alone reserves 48 MiB, which a session that checks
     # again and again fills; the options keep the tiered default.
     assert _code_cache_flags(["-XX:TieredStopAtLevel=1"])["ReservedCodeCacheSize"] == 48 * 2**20
-    assert _code_cache_flags(jvm_start.QUICK_JIT.split()) == {
+    assert _code_cache_flags(jvm_options.QUICK_JIT.split()) == {
         "ReservedCodeCacheSize": 240 * 2**20,
         "TieredStopAtLevel": 1,
     }
 
 
 def test_the_archive_names_this_java_and_this_pyspark():
-    path = jvm_start.archive_path()
+    path = jvm_options.archive_path()
     assert path.parent.name == "spark-cds" and path.suffix == ".jsa"
-    assert path == jvm_start.archive_path()  # stable between calls
+    assert path == jvm_options.archive_path()  # stable between calls
 
 
 def test_gregor_check_maps_sparks_classes_from_the_archive(tmp_path):
     # ./setup made it; a machine without one makes it here (about 40 s), in a
     # process of its own: this one may already hold a Spark session.
-    if not jvm_start.archive_path().is_file():
+    if not jvm_options.archive_path().is_file():
         subprocess.run(
             [sys.executable, "-m", "checkers.jvm_start"], check=True, timeout=600, cwd=Path(__file__).parents[2]
         )
@@ -104,6 +104,6 @@ def test_a_reinstalled_pyspark_gets_a_new_archive(monkeypatch, tmp_path):
     jar.parent.mkdir()
     jar.write_bytes(b"jar")
     monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "__init__.py"))
-    before = jvm_start.archive_path()
+    before = jvm_options.archive_path()
     os.utime(jar, (jar.stat().st_atime, jar.stat().st_mtime + 5))
-    assert jvm_start.archive_path() != before
+    assert jvm_options.archive_path() != before

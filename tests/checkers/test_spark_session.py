@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
-from checkers.spark import prestart_python_workers, session_conf
+from checkers.passes import prestart_python_workers
+from checkers.spark import session_conf
 
 
 def test_python_workers_start_in_the_background_once_per_session(spark):

@@ -4,8 +4,9 @@ computed in Spark from a hand-written history whose figures we know."""
 import pytest
 
 from checkers import stats as stats_module
+from checkers.buckets import bucket_seconds
 from checkers.load import load
-from checkers.stats import HASH_GROUPS_CONF, bucket_seconds, compute_stats
+from checkers.stats import HASH_GROUPS_CONF, compute_stats
 
 pytestmark = pytest.mark.spark
 
