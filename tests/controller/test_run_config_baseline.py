@@ -274,3 +274,28 @@ def test_test_json_run_gives_the_same_configuration_again(compared):
         config = {k: v for k, v in first["config"].items() if k != "client_config"}
         assert same({k: v for k, v in second["config"].items() if k != "client_config"}, config)
         assert same(second["test"]["run"], first["test"]["run"])
+
+
+CLAIM_ARGUMENTS = """
+import json
+from harness.controller import catalogue
+print(json.dumps({c.name: {s: c.run_arguments(s, 5, 60.0) for s in catalogue.SIDES} for c in catalogue.load()}))
+"""
+
+
+def test_the_catalogue_gives_the_same_arguments():
+    """scenarios.json records each side's arguments, and merging catalogues compares them."""
+    found = []
+    for tree in (Path(BASELINE), ROOT):
+        python = tree / ".venv" / "bin" / "python"
+        result = subprocess.run(
+            [str(python if python.exists() else sys.executable), "-c", CLAIM_ARGUMENTS],
+            capture_output=True,
+            text=True,
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            timeout=120,
+            check=True,
+        )
+        found.append(json.loads(result.stdout))
+    assert found[0] == found[1] and len(found[1]) >= 13
