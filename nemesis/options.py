@@ -4,7 +4,8 @@ args.nemesis -> list of fault names ([] for none), args.nemesis_interval ->
 seconds, args.nemesis_targets -> list of target names, args.nemesis_shape ->
 a fixed partition shape or None, args.nemesis_hold -> a fixed hold or None;
 they map one to one onto NemesisRunner(faults=, interval_s=, targets=,
-shape=, hold_s=).
+shape=, hold_s=). NEMESIS_OPTIONS declares them; `gregor run` composes them
+into its run configuration (harness/controller/run_config.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from ground.errors import GregorError
+from ground.options import Option, add_options
 from nemesis.schedule import CLIENT_SHAPES, DEFAULT_TARGETS, FAULTS, NODE_SHAPES, parse_faults, parse_targets
 
 
@@ -39,46 +41,56 @@ def _interval(text: str) -> float:
     return value
 
 
-def add_nemesis_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("nemesis (faults)")
-    group.add_argument(
+GROUP = "nemesis (faults)"
+NEMESIS_OPTIONS = (
+    Option(
         "--nemesis",
         type=_faults,
-        default=[],
+        default=(),
         metavar="FAULTS",
+        group=GROUP,
         help=f"comma list of {', '.join(FAULTS)}, or none (default: none)",
-    )
-    group.add_argument(
+    ),
+    Option(
         "--nemesis-interval",
         type=_interval,
         default=10.0,
         metavar="S",
+        group=GROUP,
         help="seconds of quiet between faults, and how long a fault is held (each drawn from 0.5-1.5 x S; default 10)",
-    )
-    group.add_argument(
+    ),
+    Option(
         "--nemesis-targets",
         type=_targets,
-        default=list(DEFAULT_TARGETS),
+        default=tuple(DEFAULT_TARGETS),
         metavar="TARGETS",
+        group=GROUP,
         help="comma list of "
         + ", ".join(DEFAULT_TARGETS)
         + ", or leader:KEY, node:NAME, txn:ID, group:ID, client:ROLE "
         "(default: all of them)",
-    )
-    group.add_argument(
+    ),
+    Option(
         "--nemesis-shape",
         default=None,
         metavar="SHAPE",
         choices=NODE_SHAPES + CLIENT_SHAPES,
+        group=GROUP,
         help="every partition has this shape ("
         + ", ".join(NODE_SHAPES + CLIENT_SHAPES)
         + "; client-deaf: the client's requests arrive, the answers vanish); "
         "default: drawn per target",
-    )
-    group.add_argument(
+    ),
+    Option(
         "--nemesis-hold",
         type=_interval,
         default=None,
         metavar="S",
+        group=GROUP,
         help="hold every fault exactly S seconds (default: drawn from 0.5-1.5 x the interval)",
-    )
+    ),
+)
+
+
+def add_nemesis_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, NEMESIS_OPTIONS)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ground.errors import GregorError
+from harness.controller import run_config
 
 CATALOGUE = Path(__file__).with_name("scenarios.toml")
 SIDES = ("unsafe", "safe")
@@ -58,19 +59,9 @@ class Claim:
 
 
 def options_to_argv(options: dict) -> list[str]:
-    """{"acks": "1", "client-netns": True, "topic-config": ["a=b"]} -> --acks 1 --client-netns --topic-config a=b"""
-    argv: list[str] = []
-    for key, value in options.items():
-        if value is False or value is None:
-            continue
-        if value is True:
-            argv.append(f"--{key}")
-        elif isinstance(value, list):
-            for item in value:
-                argv += [f"--{key}", str(item)]
-        else:
-            argv += [f"--{key}", str(value)]
-    return argv
+    """{"acks": "1", "client-netns": True, "topic-config": ["a=b"]} -> --acks 1 --client-netns --topic-config a=b,
+    each option written as run_config.py declares it (a value, a switch or a repeated option)."""
+    return run_config.options_to_argv(options)
 
 
 def load(path: Path = CATALOGUE) -> list[Claim]:
@@ -114,6 +105,10 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
             raise GregorError(
                 f"{where}: {table} sets --{sorted(reserved)[0]}, which `gregor scenarios` sets for every run"
             )
+        try:
+            options_to_argv(entry[table])
+        except GregorError as error:
+            raise GregorError(f"{where}: {table}: {error}") from None
     claim = Claim(
         name=name,
         promise=" ".join(str(entry["promise"]).split()),
@@ -129,8 +124,8 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
     return claim
 
 
-def check_run_options(claim: Claim, side: str) -> dict:
-    """The side's options through `gregor run`'s own parser and checks."""
+def check_run_options(claim: Claim, side: str):
+    """The side's options through `gregor run`'s own parser and checks: its RunConfig."""
     from harness.controller import run_cli
 
     parser = _RaisingParser(prog="gregor run")

@@ -1,8 +1,9 @@
 """The options that name a lab and what it runs: --lab, --backend, --system, --version,
 and the SSH backend's --hosts, --ssh-key, --known-hosts, --vagrant, --insecure-host-keys.
 
-Shared by `gregor lab`, `gregor run` and `gregor demo`, so the three can never
-disagree on a default. A backend's options go to `registry.backend(name,
+Each is declared once (ground/options.py's Option) and shared by `gregor lab`,
+`gregor run` and `gregor demo`, so the three can never disagree on a default;
+`gregor run` composes them into its run configuration (run_config.py). A backend's options go to `registry.backend(name,
 **backend_options(args))` and are kept in the lab's state file.
 """
 
@@ -12,18 +13,8 @@ import argparse
 import os
 
 from ground.errors import GregorError
+from ground.options import REPEAT, SWITCH, Option, add_options, to_argv
 from harness import registry
-
-# option dest -> flag, for the SSH backend; paths are made absolute (the state
-# file is read from other directories later).
-SSH_OPTIONS = {
-    "hosts": "--hosts",
-    "ssh_key": "--ssh-key",
-    "known_hosts": "--known-hosts",
-    "vagrant": "--vagrant",
-    "insecure_host_keys": "--insecure-host-keys",
-}
-_PATHS = ("ssh_key", "known_hosts", "vagrant")
 
 
 def _choice(table: dict, what: str):
@@ -35,81 +26,88 @@ def _choice(table: dict, what: str):
     return check
 
 
-def add_lab_arguments(parser: argparse.ArgumentParser, system: bool = True) -> None:
-    parser.add_argument(
-        "--lab",
+LAB = Option(
+    "--lab",
+    metavar="NAME",
+    help="lab name (default $GREGOR_LAB, else one per backend: "
+    + ", ".join(f"{b} {n}" for b, n in registry.DEFAULT_LAB.items() if b in registry.BACKENDS)
+    + "); labs with different names coexist",
+)
+BACKEND = Option(
+    "--backend",
+    default="local",
+    type=_choice(registry.BACKENDS, "backend"),
+    metavar="|".join(registry.BACKENDS),
+    help="where the nodes live: local network namespaces (default, no daemon, no VM), "
+    "Docker containers, or hosts over SSH (--hosts or --vagrant)",
+)
+SYSTEM = Option(
+    "--system",
+    default="kafka",
+    type=_choice(registry.SYSTEMS, "system"),
+    metavar="|".join(registry.SYSTEMS),
+    help="what runs on the nodes (default kafka)",
+)
+VERSION = Option("--version", metavar="V", help="the system's version (default: the system's own default)")
+
+# The SSH backend's hosts and how to log in to them; each option's dest is the
+# backend's constructor argument. Paths are made absolute (the state file is
+# read from other directories later).
+SSH_GROUP = "ssh backend (--backend ssh)"
+SSH_OPTIONS = (
+    Option(
+        "--hosts",
+        metavar="USER@HOST[:PORT],...",
+        group=SSH_GROUP,
+        help="one host per node, e.g. root@10.0.0.11,root@10.0.0.12:2222,root@10.0.0.13",
+    ),
+    Option(
+        "--ssh-key",
+        metavar="FILE",
+        group=SSH_GROUP,
+        help="private key to log in with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa; with "
+        "--vagrant, the key Vagrant names)",
+    ),
+    Option(
+        "--known-hosts",
+        metavar="FILE",
+        group=SSH_GROUP,
+        help="known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)",
+    ),
+    Option(
+        "--vagrant",
+        metavar="DIR",
+        group=SSH_GROUP,
+        help="the hosts of the Vagrant lab in DIR (vagrant ssh-config; vagrant/README.md)",
+    ),
+    Option(
+        "--insecure-host-keys",
+        kind=SWITCH,
         default=None,
-        metavar="NAME",
-        help="lab name (default $GREGOR_LAB, else one per backend: "
-        + ", ".join(f"{b} {n}" for b, n in registry.DEFAULT_LAB.items() if b in registry.BACKENDS)
-        + "); labs with different names coexist",
-    )
-    parser.add_argument(
-        "--backend",
-        default="local",
-        type=_choice(registry.BACKENDS, "backend"),
-        metavar="|".join(registry.BACKENDS),
-        help="where the nodes live: local network namespaces (default, no daemon, no VM), "
-        "Docker containers, or hosts over SSH (--hosts or --vagrant)",
-    )
-    if system:
-        parser.add_argument(
-            "--system",
-            default="kafka",
-            type=_choice(registry.SYSTEMS, "system"),
-            metavar="|".join(registry.SYSTEMS),
-            help="what runs on the nodes (default kafka)",
-        )
-        parser.add_argument(
-            "--version", default=None, metavar="V", help="the system's version (default: the system's own default)"
-        )
-    add_ssh_arguments(parser)
+        group=SSH_GROUP,
+        help="do not check host keys (the report says so); only for throwaway hosts",
+    ),
+)
+_PATHS = ("ssh_key", "known_hosts", "vagrant")
+
+
+def add_lab_arguments(parser: argparse.ArgumentParser, system: bool = True) -> None:
+    add_options(parser, (LAB, BACKEND, *((SYSTEM, VERSION) if system else ()), *SSH_OPTIONS))
 
 
 def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
     """The SSH backend's hosts and how to log in to them (kept apart for scripts that name no lab)."""
-    ssh = parser.add_argument_group("ssh backend (--backend ssh)")
-    ssh.add_argument(
-        "--hosts",
-        default=None,
-        metavar="USER@HOST[:PORT],...",
-        help="one host per node, e.g. root@10.0.0.11,root@10.0.0.12:2222,root@10.0.0.13",
-    )
-    ssh.add_argument(
-        "--ssh-key",
-        default=None,
-        metavar="FILE",
-        help="private key to log in with (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa; with "
-        "--vagrant, the key Vagrant names)",
-    )
-    ssh.add_argument(
-        "--known-hosts",
-        default=None,
-        metavar="FILE",
-        help="known_hosts file the host keys are checked against (default ~/.ssh/known_hosts)",
-    )
-    ssh.add_argument(
-        "--vagrant",
-        default=None,
-        metavar="DIR",
-        help="the hosts of the Vagrant lab in DIR (vagrant ssh-config; vagrant/README.md)",
-    )
-    ssh.add_argument(
-        "--insecure-host-keys",
-        action="store_true",
-        default=None,
-        help="do not check host keys (the report says so); only for throwaway hosts",
-    )
+    add_options(parser, SSH_OPTIONS)
 
 
 def backend_options(args) -> dict:
     """What the chosen backend's constructor takes from the command line;
     an SSH option with another backend is refused."""
-    given = {dest: getattr(args, dest, None) for dest in SSH_OPTIONS}
+    given = {option.dest: getattr(args, option.dest, None) for option in SSH_OPTIONS}
     given = {dest: value for dest, value in given.items() if value not in (None, False)}
     if getattr(args, "backend", "local") != "ssh":
         if given:
-            flag = SSH_OPTIONS[next(iter(given))]
+            flag = next(option.flag for option in SSH_OPTIONS if option.dest in given)
             raise GregorError(f"{flag} is an option of the ssh backend; add --backend ssh")
         return {}
     for dest in _PATHS:
@@ -118,22 +116,55 @@ def backend_options(args) -> dict:
     return given
 
 
+def backend_settings(options: dict) -> dict:
+    """Backend options by the name of the option that gives each ({"insecure-host-keys": True})."""
+    names = {option.dest: option.name for option in SSH_OPTIONS}
+    return {names[dest]: value for dest, value in options.items()}
+
+
 def backend_flags(options: dict) -> list[str]:
     """The command-line flags that give these backend options again."""
-    flags = []
-    for dest, value in options.items():
-        flags += [SSH_OPTIONS[dest]] if value is True else [SSH_OPTIONS[dest], str(value)]
-    return flags
+    return to_argv(SSH_OPTIONS, backend_settings(options))
 
 
 # --- what one system takes besides its version ---------------------------------------------
-# flag -> the system option it sets (each system lists the options it has in OPTIONS)
-SYSTEM_FLAGS = {
-    "bootstrap": "--bootstrap",
-    "controllers": "--controllers",
-    "transaction_version": "--transaction-version",
-    "storage": "--storage",
-}
+# Each option's dest is the system option it sets (each system lists the options it has in OPTIONS).
+SYSTEM_GROUP = "system options"
+SYSTEM_OPTIONS = (
+    Option(
+        "--bootstrap",
+        metavar="HOST:PORT,...",
+        group=SYSTEM_GROUP,
+        help="external: the bootstrap servers of a cluster Gregor did not start",
+    ),
+    Option(
+        "--controllers",
+        metavar="N",
+        group=SYSTEM_GROUP,
+        help="kafka: N dedicated KRaft controllers (k1..kN) beside the brokers (default 0: every node is both)",
+    ),
+    Option(
+        "--transaction-version",
+        metavar="0|1|2",
+        group=SYSTEM_GROUP,
+        help="kafka: the transaction.version feature to format the cluster with "
+        "(default: the version's own, 2 from 4.0)",
+    ),
+    Option(
+        "--storage",
+        metavar="postgres|memory",
+        group=SYSTEM_GROUP,
+        help="tansu: PostgreSQL shared by every broker (default) or one broker's memory",
+    ),
+)
+CLIENT_CONFIG = Option(
+    "--client-config",
+    kind=REPEAT,
+    default=(),
+    metavar="KEY=VALUE",
+    help="a librdkafka setting for every client (repeatable), e.g. "
+    "security.protocol=SASL_SSL; never written to test.json or the report",
+)
 
 # Settings Gregor sets itself and records in test.json ("client"): --client-config
 # may not change them behind the record's back.
@@ -154,44 +185,11 @@ OWN_CLIENT_KEYS = (
 
 def add_system_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of one system: a cluster to use, its topology, its features."""
-    group = parser.add_argument_group("system options")
-    group.add_argument(
-        "--bootstrap",
-        default=None,
-        metavar="HOST:PORT,...",
-        help="external: the bootstrap servers of a cluster Gregor did not start",
-    )
-    group.add_argument(
-        "--controllers",
-        default=None,
-        metavar="N",
-        help="kafka: N dedicated KRaft controllers (k1..kN) beside the brokers (default 0: every node is both)",
-    )
-    group.add_argument(
-        "--transaction-version",
-        default=None,
-        metavar="0|1|2",
-        help="kafka: the transaction.version feature to format the cluster with "
-        "(default: the version's own, 2 from 4.0)",
-    )
-    group.add_argument(
-        "--storage",
-        default=None,
-        metavar="postgres|memory",
-        help="tansu: PostgreSQL shared by every broker (default) or one broker's memory",
-    )
-    add_client_config_argument(parser)
+    add_options(parser, (*SYSTEM_OPTIONS, CLIENT_CONFIG))
 
 
 def add_client_config_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--client-config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a librdkafka setting for every client (repeatable), e.g. "
-        "security.protocol=SASL_SSL; never written to test.json or the report",
-    )
+    add_options(parser, (CLIENT_CONFIG,))
 
 
 def system_options(args) -> dict:
@@ -201,7 +199,8 @@ def system_options(args) -> dict:
     system = getattr(args, "system", "kafka")
     have = getattr(registry.system_class(system), "OPTIONS", ())
     options = {}
-    for option, flag in SYSTEM_FLAGS.items():
+    for declared in SYSTEM_OPTIONS:
+        option, flag = declared.dest, declared.flag
         value = getattr(args, option, None)
         if value is None:
             continue

@@ -18,6 +18,7 @@ from importlib import metadata
 
 from ground.errors import GregorError
 from ground.signals import sigterm_as_interrupt
+from harness.controller.run_config import RunConfig
 from harness.lab import Lab
 from nemesis.ledger import Ledger
 from workloads.client import ClientSpec
@@ -83,21 +84,21 @@ def versions() -> dict:
     return found
 
 
-def open_lab(cfg: dict) -> Lab:
+def open_lab(cfg: RunConfig) -> Lab:
     """The lab the run asks for: the running one of that name if it matches, else a new one."""
-    options = cfg.get("system_options") or {}
+    options = cfg.system_options or {}
     try:
-        lab = Lab.attach(cfg["lab"], backend=cfg["backend"], client_config=cfg.get("client_config"))
+        lab = Lab.attach(cfg.lab, backend=cfg.backend, client_config=cfg.client_config)
     except GregorError:
         lab = None
     if lab is not None:
         have = (lab.backend.name, lab.system.name, lab.brokers, lab.version, lab.storage)
         want = (
-            cfg["backend"],
-            cfg["system"],
-            cfg["nodes"],
-            lab.version if cfg["version"] in (None, "latest") else cfg["version"],
-            cfg.get("storage", "disk"),
+            cfg.backend,
+            cfg.system,
+            cfg.nodes,
+            lab.version if cfg.version in (None, "latest") else cfg.version,
+            cfg.storage,
         )
         differs = [
             f"{key} {lab.system.options.get(key)}"
@@ -110,7 +111,7 @@ def open_lab(cfg: dict) -> Lab:
                 f"(data on {have[4]}{', ' + ', '.join(differs) if differs else ''}), not {want[2]} of {want[1]} "
                 f"{want[3]} on {want[0]} (data on {want[4]}); run: gregor lab down --lab {lab.name}"
             )
-        if cfg.get("backend_options") and cfg["backend_options"] != lab.backend_options:
+        if cfg.backend_options and cfg.backend_options != lab.backend_options:
             raise GregorError(
                 f"lab {lab.name!r} is up on other hosts or with other {lab.backend.name} options "
                 f"than given; run: gregor lab down --lab {lab.name} --backend {lab.backend.name}"
@@ -121,20 +122,20 @@ def open_lab(cfg: dict) -> Lab:
         )
         return lab
     return Lab.up(
-        nodes=cfg["nodes"],
-        version=cfg["version"],
-        name=cfg["lab"],
+        nodes=cfg.nodes,
+        version=cfg.version,
+        name=cfg.lab,
         progress=say,
-        backend=cfg["backend"],
-        system=cfg["system"],
+        backend=cfg.backend,
+        system=cfg.system,
         system_options=options,
-        client_config=cfg.get("client_config"),
-        backend_options=cfg.get("backend_options"),
-        storage=cfg.get("storage", "disk"),
+        client_config=cfg.client_config,
+        backend_options=cfg.backend_options,
+        storage=cfg.storage,
     )
 
 
-def learn_cluster(lab, cfg: dict) -> dict:
+def learn_cluster(lab, cfg: RunConfig) -> dict:
     """Asks the brokers what they serve (ApiVersions) and refuses, in one
     line, a workload they cannot serve; returns test.json's "cluster"."""
     from harness.systems import capabilities
@@ -144,9 +145,9 @@ def learn_cluster(lab, cfg: dict) -> dict:
         cluster,
         lab.system.name,
         lab.version,
-        cfg["workload"],
-        idempotence=cfg["idempotence"],
-        subscribe=cfg["subscribe"],
+        cfg.workload,
+        idempotence=cfg.idempotence,
+        subscribe=cfg.subscribe,
     )
     return cluster
 
@@ -170,7 +171,7 @@ def heal_before(lab) -> None:
 
 
 def build_specs(
-    cfg: dict,
+    cfg: RunConfig,
     module,
     keys: dict,
     bootstrap: str,
@@ -181,24 +182,8 @@ def build_specs(
     log_dir: str | None = None,
 ) -> list[ClientSpec]:
     all_keys = sorted(int(k) for k in keys)
-    n = cfg["concurrency"]
-    options = {
-        "acks": cfg["acks"],
-        "enable.idempotence": cfg["idempotence"],
-        "max.in.flight": cfg["max_in_flight"],
-        "retries": cfg["retries"],
-        "isolation.level": cfg["isolation"],
-        "subscribe": cfg["subscribe"],
-        "auto.commit": cfg["auto_commit"],
-        "batch": cfg["batch"],
-        "transaction.timeout.ms": cfg["transaction_timeout_ms"],
-        "producer_config": dict(cfg.get("producer_config") or {}),
-        "consumer_config": dict(cfg.get("consumer_config") or {}),
-        "process.ms": cfg.get("process_ms", 0),
-        "zombie.kind": cfg.get("zombie_kind", "transactional"),
-        "copier.offsets": cfg.get("copier_offsets", "txn"),
-        "txn.hold.ms": cfg.get("txn_hold_ms", 0),
-    }
+    n = cfg.concurrency
+    options = cfg.client_options()
     slots = module.layout(n, all_keys, options)
     paced = sum(1 for s in slots if s["role"] in PACED_ROLES) or 1
     specs = []
@@ -207,7 +192,7 @@ def build_specs(
         txn_id = None
         if layout.get("txn"):
             txn_id = f"gregor-{run_id}-{layout.get('txn_id_suffix', f'txn-{slot}')}"
-        place = lab.client_place(f"c{slot}") if cfg["client_netns"] else None
+        place = lab.client_place(f"c{slot}") if cfg.client_netns else None
         specs.append(
             ClientSpec(
                 slot=slot,
@@ -215,18 +200,18 @@ def build_specs(
                 role=layout["role"],
                 module=module.__name__,
                 stride=n,
-                seed=cfg["seed"],
+                seed=cfg.seed,
                 keys=list(layout["keys"]),
                 key_map=keys,
                 bootstrap=bootstrap,
                 options={**options, **layout.get("options", {})},
                 start_ns=start_ns,
                 deadline=deadline,
-                rate=cfg["rate"] / paced if layout["role"] in PACED_ROLES else 0.0,
+                rate=cfg.rate / paced if layout["role"] in PACED_ROLES else 0.0,
                 txn_id=txn_id,
-                client_config=dict(cfg.get("client_config") or {}),
+                client_config=dict(cfg.client_config or {}),
                 group=group
-                if (layout.get("group") or (cfg["subscribe"] and layout["role"] in ("consumer", "txn", "member")))
+                if (layout.get("group") or (cfg.subscribe and layout["role"] in ("consumer", "txn", "member")))
                 else None,
                 place=place,
                 extra=dict(layout.get("extra", {})),
@@ -236,8 +221,8 @@ def build_specs(
     return specs
 
 
-def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, pool, deadline: float) -> list:
-    if cfg["workload"] == "zombie":
+def conductors_for(cfg: RunConfig, specs: list[ClientSpec], faults: ClientFaults, pool, deadline: float) -> list:
+    if cfg.workload == "zombie":
         from workloads.zombie import ZombieConductor
 
         pairs: dict[int, list[int]] = {}
@@ -245,24 +230,16 @@ def conductors_for(cfg: dict, specs: list[ClientSpec], faults: ClientFaults, poo
         for spec in specs:
             pairs.setdefault(spec.extra["pair"], []).append(spec.slot)
             txn_ids[spec.extra["pair"]] = spec.txn_id
-        return [
-            ZombieConductor(
-                faults, pool, pairs, cfg["seed"], txn_ids, deadline=deadline, resend=cfg.get("resend", False)
-            )
-        ]
-    if cfg["workload"] == "group":
+        return [ZombieConductor(faults, pool, pairs, cfg.seed, txn_ids, deadline=deadline, resend=cfg.resend)]
+    if cfg.workload == "group":
         from workloads.group import GroupConductor
 
         members = [s.slot for s in specs if s.role == "member"]
-        return [GroupConductor(faults, members, cfg["seed"], session_timeout_s=6.0, deadline=deadline)]
-    if cfg["workload"] == "txn" and cfg.get("hang"):
+        return [GroupConductor(faults, members, cfg.seed, session_timeout_s=6.0, deadline=deadline)]
+    if cfg.workload == "txn" and cfg.hang:
         from workloads.txn import HangConductor
 
-        return [
-            HangConductor(
-                faults, pool, [s.slot for s in specs], cfg["seed"], cfg["hang"], cfg["hang_s"], deadline=deadline
-            )
-        ]
+        return [HangConductor(faults, pool, [s.slot for s in specs], cfg.seed, cfg.hang, cfg.hang_s, deadline=deadline)]
     return []
 
 
@@ -310,65 +287,41 @@ class Progress:
         )
 
 
-def run(cfg: dict) -> int:
-    module = workload_module(cfg["workload"])
+def run(cfg: RunConfig) -> int:
+    module = workload_module(cfg.workload)
     lab = open_lab(cfg)
     heal_before(lab)
     cluster = learn_cluster(lab, cfg)
 
     start_wall = time.time()
-    run_dir = new_run_dir(cfg["store"], cfg["name"], start_wall)
+    run_dir = new_run_dir(cfg.store, cfg.name, start_wall)
     prefix = f"g{os.path.basename(run_dir).lower()}"
-    keys = key_map(cfg["workload"], cfg["keys"], cfg["partitions_per_topic"], prefix, cfg["topics"])
+    keys = key_map(cfg.workload, cfg.keys, cfg.partitions_per_topic, prefix, cfg.topics)
     admin = lab.admin(timeout=15)
-    topic_config = {
-        "min.insync.replicas": str(cfg["min_insync"]),
-        "unclean.leader.election.enable": str(cfg.get("unclean_election", False)).lower(),
-        **cfg.get("topic_config", {}),
-    }
-    topics = topic_partitions(keys, cfg["partitions_per_topic"])
+    topic_config = cfg.topic_configs()
+    topics = topic_partitions(keys, cfg.partitions_per_topic)
     for topic, partitions in topics.items():
-        admin.create_topic(topic, partitions, replication_factor=cfg["replication_factor"], config=topic_config)
+        admin.create_topic(topic, partitions, replication_factor=cfg.replication_factor, config=topic_config)
     lab.wait_healthy(topics=list(topics), timeout=60)
     say(f"run {run_dir}: {len(keys)} keys on {len(topics)} topic(s)")
 
-    transactional = cfg["workload"] in ("txn", "eos") or (
-        cfg["workload"] == "zombie" and cfg.get("zombie_kind", "transactional") == "transactional"
-    )
     setup = lab.describe()
     if transaction_protocol(cluster) is not None:
         setup["transaction.version"] = transaction_protocol(cluster)
     test = {
-        "name": cfg["name"],
+        "name": cfg.name,
         "system": setup["system"],
         "version": lab.version,
         "backend": setup["backend"],
         "setup": setup,
-        "workload": cfg["workload"],
-        "seed": cfg["seed"],
-        "concurrency": cfg["concurrency"],
+        "workload": cfg.workload,
+        "seed": cfg.seed,
+        "concurrency": cfg.concurrency,
         "keys": keys,
-        "client": {
-            "acks": cfg["acks"] if not transactional else "all",
-            "enable.idempotence": cfg["idempotence"] or transactional,
-            "isolation.level": cfg["isolation"],
-            "transactional": transactional,
-            "auto.commit": cfg["auto_commit"],
-            "subscribe": cfg["subscribe"] or cfg["workload"] in ("group", "eos"),
-            "max.in.flight.requests.per.connection": cfg["max_in_flight"],
-            "retries": cfg["retries"],
-            "batch": cfg["batch"],
-            "transaction.timeout.ms": cfg["transaction_timeout_ms"],
-            **run_client_settings(cfg),
-        },
-        "broker": {
-            "min.insync.replicas": cfg["min_insync"],
-            "unclean.leader.election.enable": cfg.get("unclean_election", False),
-            "replication.factor": cfg["replication_factor"],
-            **cfg.get("topic_config", {}),
-        },
-        "time_limit_s": cfg["time_limit"],
-        "rate": cfg["rate"],
+        "client": cfg.client_record(),
+        "broker": cfg.topic_settings(),
+        "time_limit_s": cfg.time_limit,
+        "rate": cfg.rate,
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_wall)),
         "start_wall_s": start_wall,
         "lab": lab.name,
@@ -376,10 +329,11 @@ def run(cfg: dict) -> int:
         "broker_config": dict(lab.broker_config),
         "cluster": cluster,
         # names only: the values may be credentials (never written to a run's files)
-        "client_config_keys": sorted(cfg.get("client_config") or {}),
+        "client_config_keys": sorted(cfg.client_config or {}),
         "versions": versions(),
-        "nemesis": {"faults": cfg["nemesis"], "interval_s": cfg["nemesis_interval"], "targets": cfg["nemesis_targets"]},
-        "drain": {"time_limit_s": cfg["drain_time_limit"], "complete": False},
+        "nemesis": {"faults": cfg.nemesis, "interval_s": cfg.nemesis_interval, "targets": cfg.nemesis_targets},
+        "drain": {"time_limit_s": cfg.drain_time_limit, "complete": False},
+        "run": cfg.as_options(),
     }
     test_path = os.path.join(run_dir, "test.json")
     write_json(test_path, test)
@@ -388,9 +342,9 @@ def run(cfg: dict) -> int:
     writer = HistoryWriter(os.path.join(run_dir, "history.jsonl"), start_ns=start_ns)
     learned = OffsetsLearned()
     progress = Progress(learned)
-    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say, resend=cfg.get("resend", False))
+    pool = ClientPool(writer, lab.name, observe=progress.observe, log=say, resend=cfg.resend)
     ctx = RunContext(lab, test, writer, pool.infos, on_record=progress.observe_fault, kill_client=pool.kill_process)
-    deadline = time.monotonic() + cfg["time_limit"]
+    deadline = time.monotonic() + cfg.time_limit
     specs = build_specs(
         cfg,
         module,
@@ -413,24 +367,24 @@ def run(cfg: dict) -> int:
         try:
             for spec in specs:
                 pool.spawn(spec)
-            if cfg["nemesis"]:
+            if cfg.nemesis:
                 from nemesis.runner import NemesisRunner
 
                 runner = NemesisRunner(
                     ctx,
-                    faults=cfg["nemesis"],
-                    interval_s=cfg["nemesis_interval"],
-                    targets=cfg["nemesis_targets"],
-                    seed=cfg["seed"],
+                    faults=cfg.nemesis,
+                    interval_s=cfg.nemesis_interval,
+                    targets=cfg.nemesis_targets,
+                    seed=cfg.seed,
                     progress=say,
                     deadline=deadline,
-                    shape=cfg.get("nemesis_shape"),
-                    hold_s=cfg.get("nemesis_hold"),
+                    shape=cfg.nemesis_shape,
+                    hold_s=cfg.nemesis_hold,
                 )
                 runner.start()
             for conductor in conductors:
                 conductor.start()
-            say(f"main phase: {cfg['workload']} with {len(specs)} clients for {cfg['time_limit']:g} s")
+            say(f"main phase: {cfg.workload} with {len(specs)} clients for {cfg.time_limit:g} s")
             next_report = time.monotonic() + PROGRESS_EVERY_S
             while time.monotonic() < deadline and pool.alive():
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
@@ -468,21 +422,21 @@ def run(cfg: dict) -> int:
     if not interrupted:
         say(
             f"drain: reading every key until {sum(1 for _ in learned.highest)} key(s) "
-            f"reach their highest known offset (limit {cfg['drain_time_limit']:g} s)"
+            f"reach their highest known offset (limit {cfg.drain_time_limit:g} s)"
         )
-        drain_process = max(pool.max_process, cfg["concurrency"] - 1) + 1
+        drain_process = max(pool.max_process, cfg.concurrency - 1) + 1
         test["drain"] = guarded_drain(
             writer,
             keys,
             lab.bootstrap_servers,
             dict(learned.highest),
             drain_process,
-            cfg["isolation"],
-            cfg["drain_time_limit"],
+            cfg.isolation,
+            cfg.drain_time_limit,
             lab.name,
             progress=say,
             log_path=os.path.join(run_dir, "clients", "drain.log"),
-            client_config=cfg.get("client_config"),
+            client_config=cfg.client_config,
         )
         say(
             f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
@@ -494,33 +448,11 @@ def run(cfg: dict) -> int:
     say(f"history: {writer.size} events in {os.path.join(run_dir, 'history.jsonl')}")
     if interrupted:
         return 130
-    if cfg["check"]:
+    if cfg.check:
         from checkers.cli import EXIT_CODES
 
         return EXIT_CODES[check_and_report(run_dir)]  # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
-
-
-def run_client_settings(cfg: dict) -> dict:
-    """test.json `client` fields of the options that change what clients do
-    (only those away from their defaults, so older runs read the same)."""
-    out = {}
-    for key, name, default in (
-        ("producer_config", "producer_config", {}),
-        ("consumer_config", "consumer_config", {}),
-        ("process_ms", "process.ms", 0),
-        ("resend", "resend", False),
-        ("zombie_kind", "zombie.kind", "transactional"),
-        ("copier_offsets", "copier.offsets", "txn"),
-        ("hang", "hang", None),
-        ("txn_hold_ms", "txn.hold.ms", 0),
-    ):
-        value = cfg.get(key, default)
-        if value != default:
-            out[name] = value
-    if cfg.get("hang"):
-        out["hang.s"] = cfg["hang_s"]
-    return out
 
 
 def remove_client_places(lab, specs) -> None:

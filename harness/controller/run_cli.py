@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from ground.errors import GregorError
 from ground.faults import PARTITION, POWER_LOSS, with_composites
+from ground.options import add_options
 from harness import registry
-from harness.controller.lab_options import (
-    add_lab_arguments,
-    add_system_arguments,
-    backend_options,
-    client_config,
-    system_options,
-)
-from harness.lab import lab_name
-from nemesis.options import add_nemesis_arguments
+from harness.controller.run_config import OPTIONS, SETTINGS, RunConfig
 
-WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
 MAX_PARTITIONS = 2000
 
 
@@ -35,142 +26,9 @@ def register(subparsers) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # Numbers are parsed here (not by argparse) so a bad one gets our one-line error.
-    add = parser.add_argument
-    add("--workload", required=True, help="|".join(WORKLOADS))
-    add("--time-limit", default="30", help="seconds of main phase (default 30)")
-    add("--concurrency", default="4", help="number of client processes (default 4)")
-    add("--rate", default="200", help="ops per second over all paced clients (default 200)")
-    add("--seed", default="0", help="seed of every generator (default 0)")
-    add("--keys", default="8", help="number of keys (partitions) written (default 8)")
-    add("--partitions-per-topic", default="4", help="partitions per topic (default 4)")
-    add("--topics", default=None, help="number of topics (default: as many as the keys need)")
-    add("--batch", default="1", help="sends per producer op (default 1)")
-    add("--nodes", default="3", help="brokers in the lab (default 3)")
-    add_lab_arguments(parser)
-    add_system_arguments(parser)
-    add("--store", default="store", help="store directory (default ./store)")
-    add("--name", default=None, help="test name (default kafka-<workload>)")
-    add("--drain-time-limit", default="60", help="seconds the final drain may take")
-    add("--acks", default="all", choices=["all", "1", "0", "-1"])
-    add("--idempotence", default="true", choices=["true", "false"])
-    add("--max-in-flight", default="5")
-    add("--retries", default=None)
-    add("--isolation", default="read_committed", choices=["read_committed", "read_uncommitted"])
-    add("--subscribe", action="store_true", help="consumers poll through a consumer group")
-    add("--auto-commit", action="store_true", help="consumers auto-commit (group workload)")
-    add("--transaction-timeout-ms", default="10000")
-    add("--min-insync-replicas", default=None, help="default: min(2, replication factor)")
-    add("--replication-factor", default=None, help="default: min(3, nodes)")
-    add("--client-netns", action="store_true", help="start each client in a network namespace of its own")
-    add(
-        "--unclean-leader-election",
-        default="false",
-        choices=["true", "false"],
-        help="topic setting unclean.leader.election.enable (default false)",
-    )
-    add(
-        "--topic-config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="another setting of the run's topics, e.g. flush.messages=1 (repeatable)",
-    )
-    add(
-        "--producer-config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="another librdkafka setting of every producer, e.g. batch.num.messages=1 (repeatable)",
-    )
-    add(
-        "--consumer-config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="another librdkafka setting of every consumer, e.g. auto.commit.interval.ms=5000 (repeatable)",
-    )
-    add(
-        "--process-ms",
-        default="0",
-        help="consumers spend this long processing what a poll returned before the op completes "
-        "(default 0); an auto commit can land meanwhile",
-    )
-    add(
-        "--resend",
-        action="store_true",
-        help="a client that replaces a killed one (or a zombie's partner) first sends again what "
-        "the old one had in flight, as an application retrying its unsure writes does",
-    )
-    add(
-        "--zombie-kind",
-        default="transactional",
-        choices=["transactional", "idempotent"],
-        help="zombie workload: instances share a transactional.id (default) or are plain "
-        "idempotent producers, which nothing fences",
-    )
-    add(
-        "--copier-offsets",
-        default="txn",
-        choices=["txn", "after", "before"],
-        help="eos workload: copiers commit their input offsets in the transaction (default), or "
-        "outside it, after producing or before processing",
-    )
-    add(
-        "--hang",
-        default=None,
-        choices=["inside", "between"],
-        help="txn workload: now and then pause a transactional client inside a transaction, or "
-        "between two, for --hang-s seconds",
-    )
-    add("--hang-s", default=None, help="how long a --hang lasts (default: transaction timeout + 5 s)")
-    add(
-        "--txn-hold-ms",
-        default="0",
-        help="txn workload: time between a transaction's acknowledged writes and its commit "
-        "(default 0; --hang inside pauses a client then)",
-    )
-    add(
-        "--data-on",
-        default=None,
-        choices=["disk", "powerfs"],
-        help="where a new lab keeps the brokers' data (default: powerfs when --nemesis has power-loss, else disk)",
-    )
-    add("--no-check", action="store_true", help="skip the checker and the report")
-    add_nemesis_arguments(parser)
-
-
-def _int(args, name: str, low: int | None = None, high: int | None = None) -> int:
-    raw = getattr(args, name.replace("-", "_"))
-    try:
-        value = int(str(raw))
-    except ValueError:
-        raise GregorError(f"--{name} must be a whole number, got {raw!r}") from None
-    if low is not None and value < low:
-        raise GregorError(f"--{name} must be at least {low}, got {value}")
-    if high is not None and value > high:
-        raise GregorError(f"--{name} must be at most {high}, got {value}")
-    return value
-
-
-def _float(args, name: str, positive: bool = True) -> float:
-    raw = getattr(args, name.replace("-", "_"))
-    try:
-        value = float(str(raw))
-    except ValueError:
-        raise GregorError(f"--{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise GregorError(f"--{name} must be a positive number, got {raw!r}")
-    return value
-
-
-def nemesis_faults(args) -> list[str]:
-    raw = getattr(args, "nemesis", None)
-    if raw is None:
-        return []
-    items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
-    faults = [str(i).strip() for i in items if str(i).strip()]
-    return [] if faults in ([], ["none"]) else faults
+    """Every option of `gregor run`, as run_config.py declares it. Numbers are kept as text
+    here and parsed by validate, so a bad one gets its one-line error rather than argparse's usage."""
+    add_options(parser, OPTIONS)
 
 
 def node_faults(backend: str, system: str, options: dict | None) -> frozenset:
@@ -235,170 +93,100 @@ def _why_not(system: str) -> str:
     return registry.system_class(system).FAULT_LIMITS
 
 
-# librdkafka settings a run sets from its own flags: refused in --producer-config/--consumer-config
-OWN_SETTINGS = {
-    "bootstrap.servers",
-    "acks",
-    "enable.idempotence",
-    "transactional.id",
-    "group.id",
-    "isolation.level",
-    "enable.auto.commit",
-    "max.in.flight.requests.per.connection",
-    "retries",
-    "transaction.timeout.ms",
-}
-TOPIC_SETTINGS_OWN = {
-    "min.insync.replicas": "--min-insync-replicas",
-    "unclean.leader.election.enable": "--unclean-leader-election",
-}
-
-
-def key_values(args, name: str, refused: dict) -> dict[str, str]:
-    """KEY=VALUE items of a repeatable option, each checked."""
-    found = {}
-    for item in getattr(args, name.replace("-", "_")) or []:
-        key, sep, value = str(item).partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key or not value:
-            raise GregorError(f"--{name} {item!r}: use KEY=VALUE, e.g. --{name} linger.ms=0")
-        if key in refused:
-            raise GregorError(f"--{name} {key}: set it with {refused[key]} instead")
-        found[key] = value
-    return found
-
-
-def validate(args) -> dict:
-    """Every parameter checked; a dict of clean values. Raises GregorError."""
+def validate(args) -> RunConfig:
+    """Every parameter checked, and what the options leave open settled; raises GregorError."""
     from harness.controller.run import workload_module
 
-    if args.workload not in WORKLOADS:
-        raise GregorError(f"unknown workload {args.workload!r}; choose one of " + ", ".join(WORKLOADS))
-    module = workload_module(args.workload)
-    cfg = {
-        "workload": args.workload,
-        "time_limit": _float(args, "time-limit"),
-        "concurrency": _int(args, "concurrency", 1, 256),
-        "rate": _float(args, "rate"),
-        "seed": _int(args, "seed"),
-        "keys": _int(args, "keys", 1),
-        "partitions_per_topic": _int(args, "partitions-per-topic", 1, 1000),
-        "batch": _int(args, "batch", 1, 10000),
-        "nodes": _int(args, "nodes", 1, 9),
-        "drain_time_limit": _float(args, "drain-time-limit"),
-        "max_in_flight": _int(args, "max-in-flight", 1, 1000),
-        "retries": None if args.retries is None else _int(args, "retries", 0),
-        "transaction_timeout_ms": _int(args, "transaction-timeout-ms", 1000),
-        "min_insync": (None if args.min_insync_replicas is None else _int(args, "min-insync-replicas", 1)),
-        "version": args.version,
-        "backend": args.backend,
-        "backend_options": backend_options(args),
-        "system": args.system,
-        "lab": lab_name(args.lab, args.backend),
-        "store": args.store,
-        "acks": "all" if args.acks == "-1" else args.acks,
-        "idempotence": args.idempotence == "true",
-        "isolation": args.isolation,
-        "subscribe": bool(args.subscribe),
-        "auto_commit": bool(args.auto_commit),
-        "client_netns": bool(args.client_netns),
-        "check": not args.no_check,
-        "nemesis": nemesis_faults(args),
-    }
-    own = {k: "the run's own flag" for k in OWN_SETTINGS}
-    cfg.update(
-        {
-            "unclean_election": args.unclean_leader_election == "true",
-            "topic_config": key_values(args, "topic-config", TOPIC_SETTINGS_OWN),
-            "producer_config": key_values(args, "producer-config", own),
-            "consumer_config": key_values(args, "consumer-config", own),
-            "process_ms": _int(args, "process-ms", 0, 600000),
-            "resend": bool(args.resend),
-            "zombie_kind": args.zombie_kind,
-            "copier_offsets": args.copier_offsets,
-            "hang": args.hang,
-            "txn_hold_ms": _int(args, "txn-hold-ms", 0, 600000),
-            "nemesis_shape": getattr(args, "nemesis_shape", None),
-            "nemesis_hold": getattr(args, "nemesis_hold", None),
-        }
-    )
-    cfg["hang_s"] = cfg["transaction_timeout_ms"] / 1000 + 5 if args.hang_s is None else _float(args, "hang-s")
-    for flag, workload, used in (
-        ("--zombie-kind", "zombie", args.zombie_kind != "transactional"),
-        ("--copier-offsets", "eos", args.copier_offsets != "txn"),
-        ("--hang", "txn", args.hang is not None),
-    ):
-        if used and args.workload != workload:
-            raise GregorError(f"{flag} is for the {workload} workload, not {args.workload}")
-    if args.hang == "inside" and not cfg["txn_hold_ms"]:
+    values = {}
+    for name, setting in SETTINGS.items():
+        if setting.only_with and not values[setting.only_with]:
+            values[name] = None
+        elif setting.options:
+            values[name] = setting.value_from(args)
+    workload = values["workload"]
+    module = workload_module(workload)
+    for name, setting in SETTINGS.items():
+        if setting.workload and values[name] != setting.default_value and workload != setting.workload:
+            raise GregorError(f"{setting.option.flag} is for the {setting.workload} workload, not {workload}")
+    if values["hang"] == "inside" and not values["txn_hold_ms"]:
         raise GregorError(
             "--hang inside needs --txn-hold-ms above 0 (try 200): the client is "
             "paused while it holds a transaction whose writes are acknowledged"
         )
-    cfg["storage"] = args.data_on or ("powerfs" if POWER_LOSS in cfg["nemesis"] else "disk")
-    if POWER_LOSS in cfg["nemesis"] and cfg["storage"] != "powerfs":
+    if values["hang_s"] is None:
+        values["hang_s"] = values["transaction_timeout_ms"] / 1000 + 5
+    nemesis = values["nemesis"]
+    values["storage"] = values["storage"] or ("powerfs" if POWER_LOSS in nemesis else "disk")
+    if POWER_LOSS in nemesis and values["storage"] != "powerfs":
         raise GregorError("--nemesis power-loss needs --data-on powerfs (a plain disk cannot lose power)")
-    if cfg["concurrency"] < module.MIN_CONCURRENCY:
+    if values["concurrency"] < module.MIN_CONCURRENCY:
         raise GregorError(
-            f"--concurrency {cfg['concurrency']} is too low: the "
-            f"{args.workload} workload needs at least {module.MIN_CONCURRENCY}"
+            f"--concurrency {values['concurrency']} is too low: the "
+            f"{workload} workload needs at least {module.MIN_CONCURRENCY}"
         )
-    if cfg["idempotence"] and args.workload in ("queue", "group", "eos"):
-        if cfg["acks"] != "all":
+    if values["idempotence"] and workload in ("queue", "group", "eos"):
+        if values["acks"] != "all":
             raise GregorError(
-                f"--acks {cfg['acks']} needs --idempotence false (an idempotent producer requires acks=all)"
+                f"--acks {values['acks']} needs --idempotence false (an idempotent producer requires acks=all)"
             )
-        if cfg["max_in_flight"] > 5:
+        if values["max_in_flight"] > 5:
             raise GregorError(
-                f"--max-in-flight {cfg['max_in_flight']} needs --idempotence false "
+                f"--max-in-flight {values['max_in_flight']} needs --idempotence false "
                 "(an idempotent producer allows at most 5)"
             )
-    rf = min(3, cfg["nodes"])
-    if args.replication_factor is not None:
-        rf = _int(args, "replication-factor", 1, cfg["nodes"])
-    if args.min_insync_replicas is None:
-        cfg["min_insync"] = min(2, rf)
-    cfg["replication_factor"] = rf
-    if cfg["min_insync"] > rf:
-        raise GregorError(f"--min-insync-replicas {cfg['min_insync']} exceeds the replication factor {rf}; lower it")
-    total_keys = cfg["keys"] * (2 if args.workload == "eos" else 1)
-    per_topic = cfg["partitions_per_topic"]
-    if args.topics is not None:
-        topics = _int(args, "topics", 1)
-        if total_keys > topics * per_topic:
-            raise GregorError(
-                f"--keys {cfg['keys']} needs {total_keys} partitions but --topics {topics} x "
-                f"--partitions-per-topic {per_topic} gives {topics * per_topic}; "
-                "raise one of them or lower --keys"
-            )
-    if total_keys > MAX_PARTITIONS:
-        raise GregorError(
-            f"--keys {cfg['keys']} needs {total_keys} partitions, more than "
-            f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys"
-        )
-    cfg["topics"] = None if args.topics is None else int(args.topics)
-    cfg["nemesis_interval"] = _float(args, "nemesis-interval") if cfg["nemesis"] else None
-    cfg["system_options"] = system_options(args)
-    cfg["client_config"] = client_config(args)
-    targets = getattr(args, "nemesis_targets", None)
-    if isinstance(targets, str):
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    cfg["nemesis_targets"] = check_faults_possible(
-        args.backend, cfg["nemesis"], args.system, cfg["system_options"], targets
+    settle_replication(values)
+    check_partitions(values)
+    values["nemesis_targets"] = check_faults_possible(
+        values["backend"], nemesis, values["system"], values["system_options"], values["nemesis_targets"]
     )
-    on_nodes = node_faults(args.backend, args.system, cfg["system_options"])
-    if PARTITION in cfg["nemesis"] and PARTITION not in on_nodes:
-        cfg["client_netns"] = True  # only clients can be cut off, each in a place of its own
-    if cfg["nemesis"]:
+    on_nodes = node_faults(values["backend"], values["system"], values["system_options"])
+    if PARTITION in nemesis and PARTITION not in on_nodes:
+        values["client_netns"] = True  # only clients can be cut off, each in a place of its own
+    if nemesis:
         from nemesis.schedule import DEFAULT_TARGETS, check_shape, plan
 
-        chosen = cfg["nemesis_targets"] or DEFAULT_TARGETS
-        check_shape(cfg["nemesis_shape"], chosen)
-        next(plan(cfg["nemesis"], chosen, 0, cfg["nemesis_interval"], node_faults=on_nodes), None)
-    cfg["name"] = args.name or f"{args.system}-{args.workload}"
-    if not all(c.isalnum() or c in "-_." for c in cfg["name"]):
-        raise GregorError(f"--name {cfg['name']!r} may hold only letters, digits, '-', '_' and '.'")
-    return cfg
+        chosen = values["nemesis_targets"] or DEFAULT_TARGETS
+        check_shape(values["nemesis_shape"], chosen)
+        next(plan(nemesis, chosen, 0, values["nemesis_interval"], node_faults=on_nodes), None)
+    values["name"] = values["name"] or f"{values['system']}-{workload}"
+    if not all(c.isalnum() or c in "-_." for c in values["name"]):
+        raise GregorError(f"--name {values['name']!r} may hold only letters, digits, '-', '_' and '.'")
+    values["transactional"] = workload in ("txn", "eos") or (
+        workload == "zombie" and values["zombie_kind"] == "transactional"
+    )
+    return RunConfig(**values)
+
+
+def settle_replication(values: dict) -> None:
+    """The replication factor (default min(3, nodes)) and min.insync.replicas (default min(2, it))."""
+    nodes = values["nodes"]
+    rf = values["replication_factor"]
+    if rf is None:
+        rf = min(3, nodes)
+    elif rf > nodes:
+        raise GregorError(f"--replication-factor must be at most {nodes}, got {rf}")
+    values["replication_factor"] = rf
+    if values["min_insync"] is None:
+        values["min_insync"] = min(2, rf)
+    if values["min_insync"] > rf:
+        raise GregorError(f"--min-insync-replicas {values['min_insync']} exceeds the replication factor {rf}; lower it")
+
+
+def check_partitions(values: dict) -> None:
+    """The keys fit the topics given, and the lab."""
+    keys, per_topic, topics = values["keys"], values["partitions_per_topic"], values["topics"]
+    total_keys = keys * (2 if values["workload"] == "eos" else 1)
+    if topics is not None and total_keys > topics * per_topic:
+        raise GregorError(
+            f"--keys {keys} needs {total_keys} partitions but --topics {topics} x "
+            f"--partitions-per-topic {per_topic} gives {topics * per_topic}; "
+            "raise one of them or lower --keys"
+        )
+    if total_keys > MAX_PARTITIONS:
+        raise GregorError(
+            f"--keys {keys} needs {total_keys} partitions, more than "
+            f"the {MAX_PARTITIONS} partitions a lab allows; lower --keys"
+        )
 
 
 def main(args) -> int:

@@ -60,7 +60,7 @@ def test_every_claim_of_the_shipped_catalogue_is_valid_and_has_both_sides():
     for claim in claims:
         assert claim.promise and claim.expected
         for side in catalogue.SIDES:
-            assert catalogue.check_run_options(claim, side)["workload"]
+            assert catalogue.check_run_options(claim, side).workload
 
 
 def test_an_entry_becomes_gregor_run_arguments_side_over_shared(tmp_path):
@@ -84,6 +84,10 @@ def test_an_entry_becomes_gregor_run_arguments_side_over_shared(tmp_path):
         (('name = "demo-claim"', 'name = "Demo Claim"'), "lower-case"),
         (('nemesis = "kill"', 'nemesis = "explode"'), "explode"),
         (('promise = "Safe keeps it; unsafe breaks it."', 'promis = "x"'), "unknown field"),
+        (("keys = 2", "keys = 2\nkeys-per-topic = 3"), "claim 'demo-claim': run: unknown option --keys-per-topic"),
+        (('acks = "1"', 'acks = "1"\nfast = true'), "claim 'demo-claim': unsafe: unknown option --fast"),
+        (("client-netns = true", 'client-netns = "yes"'), "claim 'demo-claim': run: client-netns is a switch"),
+        (('nemesis = "kill"', 'nemesis = ["kill"]'), "nemesis takes one value"),
     ],
 )
 def test_a_bad_entry_is_refused_in_one_line_naming_the_claim(tmp_path, change, message):

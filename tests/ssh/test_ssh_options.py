@@ -121,4 +121,4 @@ def test_the_demo_passes_the_ssh_options_on_to_its_run():
     parser = argparse.ArgumentParser()
     run_cli.add_arguments(parser)
     cfg = run_cli.validate(parser.parse_args(argv))
-    assert cfg["backend"] == "ssh" and cfg["backend_options"] == {"vagrant": "/labs/v", "insecure_host_keys": True}
+    assert cfg.backend == "ssh" and cfg.backend_options == {"vagrant": "/labs/v", "insecure_host_keys": True}

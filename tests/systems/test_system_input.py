@@ -96,7 +96,7 @@ def test_external_refuses_node_faults_and_narrows_to_clients():
     cfg = run_cli.validate(
         run_args("--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", "partition,pause")
     )
-    assert cfg["nemesis_targets"] == ["client"] and cfg["client_netns"]
+    assert cfg.nemesis_targets == ["client"] and cfg.client_netns
     with pytest.raises(GregorError, match="target 'leader' needs node access"):
         run_cli.validate(
             run_args(
@@ -116,9 +116,9 @@ def test_external_refuses_node_faults_and_narrows_to_clients():
 
 def test_kfake_partitions_only_clients_but_pauses_and_kills_its_node():
     cfg = run_cli.validate(run_args("--workload", "txn", "--system", "kfake", "--nemesis", "partition,pause,kill"))
-    assert "leader" in cfg["nemesis_targets"] and cfg["client_netns"]
+    assert "leader" in cfg.nemesis_targets and cfg.client_netns
     cfg = run_cli.validate(run_args("--workload", "txn", "--system", "kfake", "--nemesis", "partition"))
-    assert cfg["nemesis_targets"] == ["client"]
+    assert cfg.nemesis_targets == ["client"]
 
 
 def test_the_plan_gives_client_only_faults_client_targets():
