@@ -1,8 +1,12 @@
 """`gregor run` against an older tree: the same arguments give the same parse,
 configuration, topics, client specs and test.json, or the same error.
 
-Set GREGOR_BASELINE to the root of another copy of Gregor (with its own
-.venv) to compare with it; without it these tests are skipped. The older
+Run it with pytest, naming the other copy of Gregor (with its own .venv):
+
+    GREGOR_BASELINE=../old-gregor .venv/bin/pytest benchmarks/diff_run_config.py
+
+It is a comparison between two trees, not a test of one, so it lives here
+and not in the suite. The older
 tree's configuration is a dict, this tree's a RunConfig: each key of the
 dict must be a field with the same value. This tree's test.json has one key
 more, "run" (the whole resolved configuration), which must give the same
@@ -22,11 +26,12 @@ import pytest
 from harness.controller import catalogue
 from harness.controller.demo import demo_arguments
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = Path(__file__).with_name("run_snapshot.py")
 BASELINE = os.environ.get("GREGOR_BASELINE")
 
-pytestmark = pytest.mark.skipif(not BASELINE, reason="set GREGOR_BASELINE to an older tree of Gregor to compare with")
+if not BASELINE:
+    raise SystemExit("benchmarks/diff_run_config.py: set GREGOR_BASELINE to the root of another copy of Gregor")
 
 NUMBERS = (
     "time-limit",
