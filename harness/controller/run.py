@@ -18,7 +18,7 @@ from importlib import metadata
 
 from ground.errors import GregorError
 from ground.signals import sigterm_as_interrupt
-from harness.lab import Lab
+from harness.lab import Lab, StaleLab
 from nemesis.ledger import Ledger
 from workloads.clients import ClientPool, ClientSpec, kill_leftover_clients
 from workloads.conductor import ClientFaults
@@ -82,10 +82,15 @@ def versions() -> dict:
 
 
 def open_lab(cfg: dict) -> Lab:
-    """The lab the run asks for: the running one of that name if it matches, else a new one."""
+    """The lab the run asks for: the running one of that name if it matches, else a new one.
+
+    A lab whose machines are gone (`Lab.attach` asks before anything reaches
+    them) is refused with StaleLab, never replaced behind the user's back."""
     options = cfg.get("system_options") or {}
     try:
         lab = Lab.attach(cfg["lab"], backend=cfg["backend"], client_config=cfg.get("client_config"))
+    except StaleLab:
+        raise
     except GregorError:
         lab = None
     if lab is not None:
