@@ -330,7 +330,7 @@ class Lab:
         state_path(name).unlink(missing_ok=True)
         if gone:
             left = f"removed what was left here ({', '.join(done)})" if done else "nothing left to clean"
-            progress(f"lab {name}: its machines were gone ({gone}); {left}; its state file is removed")
+            progress(f"lab {name}: its machines were gone: {gone}; {left}; its state file is removed")
         elif state or done:
             progress(f"lab {name}: down ({', '.join(done) or 'nothing was running'})")
         else:

@@ -26,6 +26,9 @@ import subprocess
 from ground.errors import GregorError
 
 VAGRANT_STATUS_TIMEOUT_S = 120
+# Tells the lab's Vagrantfile that it is only looked at: it then makes no keys
+# and builds no image (a destroyed lab's folder stays empty).
+LOOK_ONLY = "GREGOR_VAGRANT_LOOK"
 
 
 def route_device(address: str) -> str | None:
@@ -77,6 +80,7 @@ def vagrant_states(directory: str, dotfile_path: str | None) -> dict[str, str]:
     if not os.path.isfile(os.path.join(directory, "Vagrantfile")):
         raise GregorError(f"{directory} has no Vagrantfile any more")
     env = {key: value for key, value in os.environ.items() if key != "VAGRANT_DOTFILE_PATH"}
+    env[LOOK_ONLY] = "1"
     if dotfile_path:
         env["VAGRANT_DOTFILE_PATH"] = dotfile_path
     try:

@@ -126,7 +126,7 @@ def test_a_stale_lab_is_refused_and_taken_down_without_a_packet_to_its_brokers(b
 
         down = gregor(*shlex.split(refusal.rpartition("run: ")[2])[1:])  # the command the refusal names
         assert down.returncode == 0, down.stderr
-        assert f"lab {lab.name}: its machines were gone ({why}); removed what was left here" in down.stdout
+        assert f"lab {lab.name}: its machines were gone: {why}; removed what was left here" in down.stdout
         assert sent.count() == before, "lab down sent a packet to the brokers of a stale lab"
     assert leftovers(lab.name, which) == []
 

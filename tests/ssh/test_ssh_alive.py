@@ -29,7 +29,7 @@ def fake_vagrant(tmp_path, monkeypatch, lines: list[str], code: int = 0) -> str:
     script = bin_dir / "vagrant"
     script.write_text(
         "#!/bin/sh\n"
-        + 'echo "$VAGRANT_DOTFILE_PATH" > "$(dirname "$0")/dotfile"\n'
+        + 'echo "$VAGRANT_DOTFILE_PATH $GREGOR_VAGRANT_LOOK" > "$(dirname "$0")/environment"\n'
         + "".join(f"echo '{line}'\n" for line in lines)
         + f"exit {code}\n"
     )
@@ -55,7 +55,7 @@ def test_vagrant_machines_that_are_not_running_are_named(tmp_path, monkeypatch):
         ],
     )
     assert ssh_alive.vagrant_states(lab, "/d/.vagrant") == {"n1": "running", "n2": "not_created", "n3": "stopped"}
-    assert (tmp_path / "bin" / "dotfile").read_text().strip() == "/d/.vagrant"  # the folder it came up with
+    assert (tmp_path / "bin" / "environment").read_text().split() == ["/d/.vagrant", "1"]  # its folder; only a look
     assert ssh_alive.vagrant_not_running(lab, ["n1"], None) is None
     why = ssh_alive.vagrant_not_running(lab, ["n1", "n2", "n3"], None)
     assert why == f"the Vagrant machines n2, n3 in {lab} are not running (vagrant status: not created, stopped)"
