@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from ground.faults import KILL, KILL_CLIENT, PARTITION, PAUSE, POWER_LOSS
 from harness.controller import catalogue
 from harness.controller.demo import demo_arguments
 
@@ -97,8 +98,8 @@ GOOD = [
     ["--workload", "queue", "--nodes", "5", "--replication-factor", "5", "--min-insync-replicas", "3"],
     ["--workload", "queue", "--nodes", "2"],
     ["--workload", "queue", "--client-netns", "--unclean-leader-election", "true"],
-    ["--workload", "queue", "--nemesis", "power-loss"],
-    ["--workload", "queue", "--nemesis", "power-loss", "--data-on", "powerfs"],
+    ["--workload", "queue", "--nemesis", POWER_LOSS],
+    ["--workload", "queue", "--nemesis", POWER_LOSS, "--data-on", "powerfs"],
     ["--workload", "queue", "--data-on", "powerfs"],
     [
         "--workload",
@@ -117,8 +118,8 @@ GOOD = [
     ["--workload", "queue", "--nemesis", "none"],
     ["--workload", "queue", "--nemesis-interval", "inf"],
     ["--workload", "queue", "--nemesis", "netem,pause"],
-    ["--workload", "txn", "--nemesis", "kill-client", "--nemesis-targets", "client:txn"],
-    ["--workload", "txn", "--system", "kfake", "--nemesis", "partition"],
+    ["--workload", "txn", "--nemesis", KILL_CLIENT, "--nemesis-targets", "client:txn"],
+    ["--workload", "txn", "--system", "kfake", "--nemesis", PARTITION],
     ["--workload", "txn", "--system", "kfake", "--nemesis", "partition,pause,kill"],
     ["--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", "partition,pause"],
     ["--workload", "queue", "--system", "external", "--bootstrap", "h:1"],
@@ -162,7 +163,7 @@ BAD = [
     ["--workload", "queue", "--insecure-host-keys"],
     ["--workload", "queue", "--system", "tansu", "--controllers", "1"],
     ["--workload", "queue", "--system", "external", "--backend", "docker", "--bootstrap", "h:1"],
-    ["--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", "kill"],
+    ["--workload", "queue", "--system", "external", "--bootstrap", "h:1", "--nemesis", KILL],
     [
         "--workload",
         "queue",
@@ -171,7 +172,7 @@ BAD = [
         "--bootstrap",
         "h:1",
         "--nemesis",
-        "pause",
+        PAUSE,
         "--nemesis-targets",
         "leader",
     ],
@@ -182,7 +183,7 @@ BAD = [
     ["--workload", "queue", "--consumer-config", "group.id=x"],
     ["--workload", "queue", "--topic-config", "min.insync.replicas=2"],
     ["--workload", "queue", "--topic-config", "=1"],
-    ["--workload", "queue", "--nemesis", "power-loss", "--data-on", "disk"],
+    ["--workload", "queue", "--nemesis", POWER_LOSS, "--data-on", "disk"],
     ["--workload", "queue", "--replication-factor", "4"],
     ["--workload", "queue", "--nodes", "1", "--min-insync-replicas", "2"],
     ["--workload", "queue", "--name", "a/b"],
@@ -193,9 +194,9 @@ BAD = [
     ["--workload", "queue", "--keys", "9", "--topics", "2", "--partitions-per-topic", "4"],
     ["--workload", "queue", "--keys", "3000"],
     ["--workload", "queue", "--nemesis", "explode"],
-    ["--workload", "queue", "--nemesis", "kill", "--nemesis-targets", "client"],
-    ["--workload", "queue", "--nemesis", "partition", "--nemesis-shape", "client-deaf"],
-    ["--workload", "queue", "--nemesis", "partition", "--nemesis-interval", "inf"],
+    ["--workload", "queue", "--nemesis", KILL, "--nemesis-targets", "client"],
+    ["--workload", "queue", "--nemesis", PARTITION, "--nemesis-shape", "client-deaf"],
+    ["--workload", "queue", "--nemesis", PARTITION, "--nemesis-interval", "inf"],
     ["--workload", "queue", "--nemesis-targets", "leader:k"],
     ["--workload", "queue", "--backend", "vm"],
     ["--workload", "queue", "--system", "nosuch"],

@@ -174,9 +174,21 @@ class Backend(Protocol):
     def collect(self, lab: str, state: dict, node: Node, local_dir: str) -> None:
         """Copies the node's logs and configs into local_dir (the run's nodes/<node>/)."""
 
-    def teardown(self, lab: str, state: dict | None, progress: Progress) -> list[str]:
+    def stale(self, lab: str, state: dict, local_only: bool = False) -> str | None:
+        """Why the lab's machines are no longer there, in words; None while
+        they all are. Asked before a lab is reused or taken down, before
+        anything else reaches its nodes: local evidence first, which sends
+        no packet (namespaces, containers, `vagrant status`, routes); then,
+        unless `local_only`, one handshake with each machine reached over
+        the network (SSH: the recorded endpoint and host key). Never a
+        packet to a broker port. May add to `state` what it learned (the
+        caller saves it)."""
+
+    def teardown(self, lab: str, state: dict | None, progress: Progress, machines_gone: bool = False) -> list[str]:
         """Removes every trace of the lab, also after a crash (state None:
-        found by name); returns what was removed, in words."""
+        found by name); returns what was removed, in words. machines_gone:
+        `stale` found them gone, so only what is on this host is removed
+        and nothing is sent to them."""
 
     def leftovers(self, lab: str) -> list[str]:
         """What of a lab of this name still exists (empty once down)."""

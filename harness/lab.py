@@ -6,7 +6,10 @@
 
 `Lab.up` writes the state file before it creates anything and tears down
 whatever it made if it fails or is interrupted, so a lab is never half up.
-`Lab.down` also works from names alone when the state file is gone. The
+`Lab.attach` refuses a stale lab, one whose machines are gone while its
+state file stayed (Backend.stale), before anything reaches its addresses;
+`Lab.down` then removes only what is left on this host. `Lab.down` also
+works from names alone when the state file is gone. The
 nemesis, the workloads and the controller see only this class, `Node`s and
 `Roles`: never which backend or system is behind them.
 """
@@ -47,6 +50,22 @@ def read_state(name: str) -> dict | None:
         return json.loads(state_path(name).read_text())
     except (FileNotFoundError, ValueError):
         return None
+
+
+class StaleLab(GregorError):
+    """A lab whose state file outlived its machines: never reused, nothing sent to it."""
+
+    def __init__(self, name: str, backend: str, why: str):
+        self.name, self.backend, self.why = name, backend, why
+        super().__init__(
+            f"lab {name!r} is stale, so it is not reused and nothing was sent to its brokers: {why}; "
+            f"run: {down_command(name, backend)}"
+        )
+
+
+def down_command(name: str, backend: str) -> str:
+    """The command that takes lab `name` down (its state file names its hosts)."""
+    return f"gregor lab down --lab {name}" + (f" --backend {backend}" if backend != "local" else "")
 
 
 class Lab:
@@ -247,13 +266,32 @@ class Lab:
             raise
 
     @classmethod
-    def attach(cls, name: str | None = None, backend: str = "local", client_config: dict | None = None) -> "Lab":
-        """The running lab named `name`, from its state file."""
+    def attach(
+        cls, name: str | None = None, backend: str = "local", client_config: dict | None = None, alive: bool = True
+    ) -> "Lab":
+        """The running lab named `name`, from its state file; StaleLab if its
+        machines are gone (with alive=False the caller asks `stale()` itself)."""
         name = lab_name(name, backend)
         state = read_state(name)
         if state is None:
             raise GregorError(f"no lab named {name!r} is up; start one with: gregor lab up --lab {name}")
-        return cls(state, client_config)
+        lab = cls(state, client_config)
+        if alive:
+            why = lab.stale()
+            if why:
+                raise StaleLab(name, lab.backend.name, why)
+        return lab
+
+    def stale(self) -> str | None:
+        """Why this lab's machines are gone (None: they are there), asked of
+        the backend before anything else reaches them; what it learned on
+        the way (an older SSH lab's routes) is saved in the state file."""
+        self._reload()
+        before = json.dumps(self._state["backend"], sort_keys=True)
+        why = self.backend.stale(self.name, self._state["backend"])
+        if why is None and json.dumps(self._state["backend"], sort_keys=True) != before:
+            _write_state(self._state)
+        return why
 
     @classmethod
     def down(
@@ -277,6 +315,7 @@ class Lab:
         else:
             backends = [(b, {}) for b in registry.BACKENDS if registry.backend(b).can_look_without_starting()]
         done: list[str] = []
+        gone = None  # why the lab's machines are gone: nothing may be sent to them
         for backend_name, options in backends:
             chosen = registry.backend(backend_name, **options)
             if state is not None and state.get("system", {}).get("name"):
@@ -284,9 +323,15 @@ class Lab:
                     registry.restore_system(state["system"]).teardown(name, state["system"], progress)
                 except GregorError as error:
                     progress(f"lab {name}: {error}")
-            done += chosen.teardown(name, state["backend"] if state else None, progress)
+            if state is not None and state["backend"].get("nodes") is not None:
+                # local evidence only: the teardown itself reaches each host that is there, or names it
+                gone = chosen.stale(name, state["backend"], local_only=True)
+            done += chosen.teardown(name, state["backend"] if state else None, progress, machines_gone=bool(gone))
         state_path(name).unlink(missing_ok=True)
-        if state or done:
+        if gone:
+            left = f"removed what was left here ({', '.join(done)})" if done else "nothing left to clean"
+            progress(f"lab {name}: its machines were gone: {gone}; {left}; its state file is removed")
+        elif state or done:
             progress(f"lab {name}: down ({', '.join(done) or 'nothing was running'})")
         else:
             progress(f"lab {name}: nothing to remove")

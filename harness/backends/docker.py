@@ -251,7 +251,24 @@ class DockerBackend(BridgePlaces):
     def _ours(self, lab: str):
         return self.client.containers.list(all=True, filters={"label": f"{LABEL}={lab}"})
 
-    def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
+    def stale(self, lab: str, state: dict, local_only: bool = False) -> str | None:
+        """Gone when a node's container does not run, as this host's engine
+        says (never starting one for the question: no engine, no containers)."""
+        if not docker_engine.running():
+            return "no Docker engine runs here, so neither do its containers"
+        found = {container.name: container.status for container in self._ours(lab)}
+        down = [
+            f"{n['container']} ({found.get(n['container'], 'gone')})"
+            for n in state["nodes"]
+            if found.get(n["container"]) != "running"
+        ]
+        if down:
+            return f"containers not running: {', '.join(down)}"
+        return None
+
+    def teardown(self, lab: str, state: dict | None, progress, machines_gone: bool = False) -> list[str]:
+        """Containers, network and namespaces are all found on this host, so
+        all of it is removed also when the lab is stale."""
         require_root()
         done = []
         containers = self._ours(lab)

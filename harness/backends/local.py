@@ -91,7 +91,12 @@ class LocalBackend(BridgePlaces):
     def collect(self, lab: str, state: dict, node, local_dir: str) -> None:
         copy_node_files(node.home, local_dir, skip={"data", "disk"})  # disk: powerfs's copy of data
 
-    def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
+    def stale(self, lab: str, state: dict, local_only: bool = False) -> str | None:
+        """Gone when a node's namespace or the lab's bridge is (all on this host: no packet sent)."""
+        return missing_namespaces(lab, state)
+
+    def teardown(self, lab: str, state: dict | None, progress, machines_gone: bool = False) -> list[str]:
+        """Everything is on this host, so it is all removed also when the lab is stale."""
         require_root()
         lab_dir = Path((state or {}).get("lab_dir") or labs_dir() / lab)
         done = []
@@ -129,6 +134,17 @@ class LocalBackend(BridgePlaces):
         return bool([ns for ns in netns.namespaces() if ns.startswith(f"{lab}-")]) or netns.link_exists(
             netns.bridge_name(lab)
         )
+
+
+def missing_namespaces(lab: str, state: dict) -> str | None:
+    """What of a local lab's network is gone: its nodes' namespaces, its bridge."""
+    present = set(netns.namespaces())
+    gone = [netns.ns_name(lab, n["name"]) for n in state["nodes"] if netns.ns_name(lab, n["name"]) not in present]
+    if gone:
+        return f"namespaces gone: {', '.join(gone)}"
+    if not netns.link_exists(netns.bridge_name(lab)):
+        return f"bridge gone: {netns.bridge_name(lab)}"
+    return None
 
 
 def _pids_with(marker: str) -> list[int]:

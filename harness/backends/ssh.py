@@ -28,7 +28,7 @@ from typing import Sequence
 
 from ground.errors import GregorError
 from ground.faults import NODE_FAULTS
-from harness.backends import netns, ssh_files
+from harness.backends import netns, ssh_alive, ssh_files
 from harness.backends.bridge_places import remove_namespaces
 from harness.backends.ssh_connect import Connection, Trust, default_known_hosts
 from harness.backends.ssh_hosts import SshHost, parse_hosts, vagrant_hosts
@@ -303,6 +303,10 @@ class SshBackend(NatPlaces):
             state["nodes"].append(
                 {"name": name, "address": address, "device": device, "home": f"{LAB_ROOT}/{lab}/{name}"}
             )
+        # What shows later, without a packet, that the machines are still there (stale)
+        state["routes"] = ssh_alive.routes(_addresses(state))
+        if self.vagrant:
+            state["vagrant_dotfile"] = ssh_alive.dotfile(self.vagrant)
         for node in self.nodes(lab, state):
             self._prepare(node)
         return state
@@ -386,12 +390,54 @@ class SshBackend(NatPlaces):
             said[node.label] = [line.strip() for line in out.splitlines() if line.strip()]
         return said, unreachable
 
-    def teardown(self, lab: str, state: dict | None, progress) -> list[str]:
+    def stale(self, lab: str, state: dict, local_only: bool = False) -> str | None:
+        """Local evidence first (ssh_alive.py): a Vagrant lab's machines run,
+        and the routes to the recorded addresses leave where they left at lab
+        up. Then one SSH connection to each recorded endpoint, its host key
+        checked; it stays open for the nodes. A state file from before routes
+        were recorded has none: the connections decide, and the routes are
+        recorded then (in `state`, which the caller saves)."""
+        hosts = self._state_hosts(state)
+        if self.vagrant:
+            dotfile = state["vagrant_dotfile"] if "vagrant_dotfile" in state else ssh_alive.dotfile(self.vagrant)
+            machines = [host.machine or name or host.host for name, host in hosts]
+            why = ssh_alive.vagrant_not_running(self.vagrant, machines, dotfile)
+            if why:
+                return why
+        if "routes" in state:
+            why = ssh_alive.moved_routes(state["routes"])
+            if why:
+                return why
+        if local_only:
+            return None
+        for name, host in hosts:
+            try:
+                self._connection(name, host).transport()
+            except GregorError as error:
+                return str(error)
+        if "routes" not in state:
+            state["routes"] = ssh_alive.routes(_addresses(state))
+        return None
+
+    def _no_vagrant_machine_runs(self) -> bool:
+        """For a teardown by name: whether the Vagrant lab given has no machine running (destroyed)."""
+        try:
+            states = ssh_alive.vagrant_states(self.vagrant, ssh_alive.dotfile(self.vagrant))
+        except GregorError:
+            return False  # vagrant ssh-config then says what is wrong
+        return "running" not in states.values()
+
+    def teardown(self, lab: str, state: dict | None, progress, machines_gone: bool = False) -> list[str]:
+        """Here the client places and rules; on each host, over SSH, what the
+        lab left there; only the former when its machines are gone."""
         if state is None and not self.given():
             raise GregorError(
                 f"lab {lab!r} has no state file here; name its hosts: gregor lab down --backend ssh "
                 f"--lab {lab} --hosts user@host,... (or --vagrant DIR)"
             )
+        if state is None and self.vagrant and self._no_vagrant_machine_runs():
+            progress(f"lab {lab}: no machine of the Vagrant lab in {self.vagrant} runs; nothing to clean on them")
+            machines_gone = True
         done = []
         spaces = remove_namespaces(lab)  # client places and their bridge, on this host
         if spaces:
@@ -399,6 +445,8 @@ class SshBackend(NatPlaces):
         rules = close_gateway(lab)
         if rules:
             done.append(f"{rules} NAT/forwarding rules removed")
+        if machines_gone:
+            return done
         said, unreachable = self._each_host(state, _TEARDOWN, lab)
         done += [f"{label}: {', '.join(lines)}" for label, lines in said.items() if lines]
         for problem in unreachable:  # said loudly, with how to finish the job later
@@ -424,6 +472,13 @@ class SshBackend(NatPlaces):
             return True
         said, _ = self._each_host(None, _LEFTOVERS, lab) if self.given() else ({}, [])
         return any(line.startswith(("dir ", "process ")) for lines in said.values() for line in lines)
+
+
+def _addresses(state: dict) -> list[str]:
+    """Where this host sends the lab's packets: each node's address, and each SSH endpoint."""
+    found = [node["address"] for node in state["nodes"]]
+    found += [SshHost.from_json(host).host for host in state["hosts"]]
+    return list(dict.fromkeys(found))
 
 
 def _ipv4_of(host: SshHost, label: str) -> str:

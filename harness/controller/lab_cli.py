@@ -117,9 +117,19 @@ def cmd_lab_up(args) -> int:
 
 
 def cmd_lab_status(args) -> int:
-    from harness.lab import Lab
+    """A stale lab (its machines gone) is shown as such, exit status 1, with nothing sent to it."""
+    from harness.lab import Lab, down_command
 
-    lab = Lab.attach(args.lab, backend=args.backend, client_config=client_config(args))
+    lab = Lab.attach(args.lab, backend=args.backend, client_config=client_config(args), alive=False)
+    why = lab.stale()
+    if why:
+        remedy = down_command(lab.name, lab.backend.name)
+        if args.json:
+            print(json.dumps({"name": lab.name, "backend": lab.backend.name, "stale": why, "run": remedy}, indent=2))
+        else:
+            print(f"lab {lab.name}  {lab.system.name} {lab.version} on {lab.backend.name}  STALE: {why}")
+            print(f"  not reused, nothing was sent to its brokers; run: {remedy}")
+        return 1
     status = lab.status()
     if args.json:
         print(json.dumps(status, indent=2, default=str))

@@ -19,7 +19,7 @@ from importlib import metadata
 from ground.errors import GregorError
 from ground.signals import sigterm_as_interrupt
 from harness.controller.run_config import RunConfig
-from harness.lab import Lab
+from harness.lab import Lab, StaleLab
 from nemesis.ledger import Ledger
 from workloads.client import ClientSpec
 from workloads.client_pool import ClientPool
@@ -85,10 +85,15 @@ def versions() -> dict:
 
 
 def open_lab(cfg: RunConfig) -> Lab:
-    """The lab the run asks for: the running one of that name if it matches, else a new one."""
+    """The lab the run asks for: the running one of that name if it matches, else a new one.
+
+    A lab whose machines are gone (`Lab.attach` asks before anything reaches
+    them) is refused with StaleLab, never replaced behind the user's back."""
     options = cfg.system_options or {}
     try:
         lab = Lab.attach(cfg.lab, backend=cfg.backend, client_config=cfg.client_config)
+    except StaleLab:
+        raise
     except GregorError:
         lab = None
     if lab is not None:

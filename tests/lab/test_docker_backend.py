@@ -3,15 +3,22 @@
 The nemesis and workload properties are shown on Docker by the parametrised
 tests in tests/nemesis and tests/workloads; this module covers what only
 the Docker backend has: its engine, its image, and living next to a local lab.
+Last, the two labs are made stale behind Gregor's back (a namespace deleted,
+a container killed), which costs no lab of its own: a stale lab is refused
+with not one packet to its brokers, and `lab down` still cleans it.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from backend_params import lab_name
+from packet_counter import PacketCounter
 
 from harness.backends import docker_engine, docker_image
 from harness.cli import main
@@ -19,6 +26,7 @@ from harness.lab import Lab
 from lab.helpers import consume_all, leftovers, needs_root, produce
 
 pytestmark = [pytest.mark.lab, needs_root]
+GREGOR = str(Path(sys.executable).with_name("gregor"))
 
 
 def one_line_error(capsys, argv: list[str]) -> str:
@@ -75,6 +83,52 @@ def test_a_forward_policy_of_drop_does_not_cut_the_local_lab(both):
             lab.wait_healthy([f"drop-{lab.backend.name}"], timeout=60)
     finally:
         subprocess.run(["iptables", "-P", "FORWARD", before.split()[-1]], check=True)
+
+
+def gregor(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([GREGOR, *argv], capture_output=True, text=True, timeout=300)
+
+
+def take_a_node_away(lab) -> str:
+    """What a reboot, a cleanup script or a person does behind Gregor's back:
+    n2's namespace deleted (its broker still runs in it, still answering at
+    its address) or n2's container killed. n1 and n3 serve on."""
+    if lab.backend.name == "local":
+        subprocess.run(["ip", "netns", "del", f"{lab.name}-n2"], check=True)
+        return f"namespaces gone: {lab.name}-n2"
+    docker_engine.client().containers.get(f"gregor-{lab.name}-n2").kill()
+    return f"containers not running: gregor-{lab.name}-n2 (exited)"
+
+
+@pytest.mark.parametrize("which", ["local", "docker"])
+def test_a_stale_lab_is_refused_and_taken_down_without_a_packet_to_its_brokers(both, which, tmp_path):
+    """The last test of `both`: it takes a node of each lab away."""
+    lab = next(lab for lab in both if lab.backend.name == which)
+    addresses = [node.address for node in lab.nodes]
+    ports = sorted({port for node in lab.nodes for port in node.service.ports})  # 9092, 9093
+    # new connections only: any packet of a new process begins one, and the
+    # connections this test process may still hold to the brokers are not counted
+    with PacketCounter(addresses, ports, new_only=True) as sent:
+        lab.cluster_info()  # the counter sees requests to the brokers
+        assert sent.count() > 0
+        before = sent.count()
+        why = take_a_node_away(lab)
+
+        run = gregor("run", "--lab", lab.name, "--workload", "queue", "--time-limit", "5", "--store", str(tmp_path))
+        assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+        refusal = run.stderr.strip()
+        assert "\n" not in refusal and f"lab {lab.name!r} is stale" in refusal and why in refusal, refusal
+        assert "reusing" not in run.stdout and not (tmp_path / "latest").exists()
+
+        status = gregor("lab", "status", "--lab", lab.name)
+        assert status.returncode == 1 and f"STALE: {why}" in status.stdout, status.stdout + status.stderr
+        assert sent.count() == before, "a packet went to the brokers of a stale lab"
+
+        down = gregor(*shlex.split(refusal.rpartition("run: ")[2])[1:])  # the command the refusal names
+        assert down.returncode == 0, down.stderr
+        assert f"lab {lab.name}: its machines were gone: {why}; removed what was left here" in down.stdout
+        assert sent.count() == before, "lab down sent a packet to the brokers of a stale lab"
+    assert leftovers(lab.name, which) == []
 
 
 def test_the_node_image_is_cached_by_its_recipe():

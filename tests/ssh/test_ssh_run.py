@@ -1,7 +1,9 @@
 """`gregor run` over SSH against hosts running OpenSSH's sshd: a crashed run's
 fault is healed by the next run, a 60 s queue run with partitions, pauses and
-kills comes out valid with every fault healed, and `gregor lab down` leaves
-nothing of ours on the hosts, also when the controller lost the lab's state file.
+kills comes out valid with every fault healed, a lab whose hosts are no
+longer where they were is refused without a request to its brokers, and
+`gregor lab down` leaves nothing of ours on the hosts, also when the
+controller lost the lab's state file.
 
 The hosts are containers of the node image (tests/ssh_hosts.py); the test
 reaches them only through SSH, as it would VMs or bare metal.
@@ -9,19 +11,25 @@ reaches them only through SSH, as it would VMs or bare metal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from backend_params import lab_name
+from packet_counter import PacketCounter
 from polling import wait_until
 
 from harness import netfaults, registry
-from harness.lab import Lab, state_path
+from harness.backends import ssh_alive
+from harness.backends.ssh_sandbox import keygen
+from harness.lab import Lab, read_state, state_path
 from nemesis.ledger import Ledger
 
 pytestmark = pytest.mark.lab
@@ -155,6 +163,84 @@ def test_the_next_run_heals_it_and_60_s_of_faults_over_ssh_come_out_valid(lab, s
     assert "SSH host keys" in open(os.path.join(run_dir, "report.html")).read()
     for node in lab.nodes:  # node logs came back over SFTP
         assert "Kafka Server started" in open(os.path.join(run_dir, "nodes", node.name, "broker.log")).read()
+
+
+def refused_run(store) -> str:
+    """`gregor run` on the lab with no hosts given (they come from its state file): its one-line refusal."""
+    run = gregor("run", "--lab", LAB, "--backend", "ssh", "--workload", "queue", "--time-limit", "5", "--store", store)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "reusing" not in run.stdout and not os.path.exists(os.path.join(store, "latest"))
+    refusal = run.stderr.strip()
+    assert "\n" not in refusal and f"lab {LAB!r} is stale" in refusal, refusal
+    assert refusal.endswith(f"run: gregor lab down --lab {LAB} --backend ssh"), refusal
+    return refusal
+
+
+@contextlib.contextmanager
+def detour(address: str):
+    """This host's route to `address` into a veth leading nowhere: as when the
+    network a host was on went away and its address is now routed elsewhere."""
+    device = f"gdt{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", device, "type", "veth", "peer", "name", f"{device}p"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", device, "up"], check=True)
+        subprocess.run(["ip", "route", "add", f"{address}/32", "dev", device], check=True)
+        yield device
+    finally:
+        subprocess.run(["ip", "link", "del", device], capture_output=True)
+
+
+def test_a_lab_whose_network_moved_is_refused_with_no_packet_to_its_hosts(lab, tmp_path):
+    addresses = [node.address for node in lab.nodes]
+    with PacketCounter(addresses, new_only=True) as sent:  # any port: SSH too
+        socket.create_connection((addresses[0], 22), timeout=5).close()  # the counter counts
+        assert sent.count() > 0
+        before = sent.count()
+        with detour(addresses[1]) as device:
+            refusal = refused_run(str(tmp_path / "store"))
+            assert f"{addresses[1]} via {device} (was " in refusal and "network its machines were on is gone" in refusal
+            status = gregor("lab", "status", "--lab", LAB, "--backend", "ssh")
+            assert status.returncode == 1 and "STALE: the route to" in status.stdout, status.stdout + status.stderr
+            assert sent.count() == before, "a packet went to the hosts of a stale lab"
+    # A state file from before routes were recorded: the SSH handshakes decide, and the routes are recorded then
+    state = read_state(LAB)
+    recorded = state["backend"].pop("routes")
+    state_path(LAB).write_text(json.dumps(state))
+    status = gregor("lab", "status", "--lab", LAB, "--backend", "ssh")
+    assert status.returncode == 0 and "active controller: n" in status.stdout, status.stdout + status.stderr
+    assert read_state(LAB)["backend"]["routes"] == recorded == ssh_alive.routes(addresses)
+
+
+@contextlib.contextmanager
+def another_machine_at(sandbox, index: int, tmp_path):
+    """Host `index` answers with another host key: another machine now has its address.
+    sshd reads its key for every new connection; the old key comes back afterwards."""
+    other = str(tmp_path / "other_host_key")
+    keygen(other, "another machine")
+    original = Path(sandbox.directory, f"host{index + 1}").read_bytes()
+    sandbox.put(index, {"/etc/ssh/ssh_host_ed25519_key": (Path(other).read_bytes(), 0o600)})
+    try:
+        yield
+    finally:
+        sandbox.put(index, {"/etc/ssh/ssh_host_ed25519_key": (original, 0o600)})
+
+
+def test_a_host_with_another_host_key_makes_the_lab_stale_before_any_request_to_a_broker(lab, sandbox, tmp_path):
+    addresses = [node.address for node in lab.nodes]
+    ports = sorted({port for node in lab.nodes for port in node.service.ports})
+    with (
+        PacketCounter(addresses, ports, new_only=True) as to_brokers,
+        PacketCounter(addresses, [22], new_only=True) as to_sshd,
+    ):
+        lab.cluster_info()  # the counter sees requests to the brokers
+        assert to_brokers.count() > 0
+        before = to_brokers.count()
+        with another_machine_at(sandbox, 2, tmp_path):
+            refusal = refused_run(str(tmp_path / "store"))
+        assert f"{lab.nodes[2].name} ({sandbox.hosts[2].where()}): the host key has CHANGED" in refusal, refusal
+        assert to_sshd.count() >= 3, "one handshake with each host was what it sent"
+        assert to_brokers.count() == before, "a request went to the brokers of a stale lab"
+    assert gregor("lab", "status", "--lab", LAB, "--backend", "ssh").returncode == 0  # its own key back: reused
 
 
 def test_lab_down_over_ssh_cleans_the_hosts_without_the_state_file(lab, sandbox, tmp_path):
