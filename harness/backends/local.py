@@ -13,6 +13,7 @@ Layout (lab L, nodes n1..nN):
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -45,7 +46,7 @@ class LocalBackend(BridgePlaces):
 
     def check(self) -> None:
         require_root()
-        for tool in ("ip", "iptables", "tc", "ss"):
+        for tool in ("ip", "iptables", "tc", "ss", "findmnt"):
             if shutil.which(tool) is None:
                 raise GregorError(f"'{tool}' not found; install iproute2 and iptables (run ./setup)")
 
@@ -178,12 +179,15 @@ def kill_processes_under(directory: Path) -> int:
 def mounts_under(directory: Path) -> list[str]:
     """Mount points inside `directory` (powerfs mounts of a lab's nodes), deepest first."""
     prefix = f"{directory}/"
-    points = []
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            point = line.split()[4].replace("\\040", " ")
-            if point.startswith(prefix):
-                points.append(point)
+    # findmnt (util-linux) decodes mountinfo's escapes itself: spaces, tabs, newlines, backslashes
+    listed = subprocess.run(
+        ["findmnt", "--json", "--list", "--output", "TARGET"], capture_output=True, text=True, timeout=30
+    )
+    try:
+        found = json.loads(listed.stdout or "{}").get("filesystems", [])
+    except ValueError:
+        found = []
+    points = [entry["target"] for entry in found if str(entry.get("target", "")).startswith(prefix)]
     return sorted(points, key=len, reverse=True)
 
 

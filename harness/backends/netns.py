@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import os
 import re
 import subprocess
@@ -71,9 +72,20 @@ def in_ns(ns: str, cmd: list[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *cmd]
 
 
+def ip_json(args: list[str], ns: str | None = None) -> list[dict]:
+    """`ip -j ARGS` (in namespace `ns` if given), as the JSON it prints; [] when
+    it prints nothing (no namespace, no route) or fails."""
+    cmd = ["ip", "-j", *args]
+    out = run(in_ns(ns, cmd) if ns else cmd, check=False).stdout.strip()
+    try:
+        found = json.loads(out) if out else []
+    except ValueError:
+        return []
+    return found if isinstance(found, list) else []
+
+
 def namespaces() -> list[str]:
-    out = run(["ip", "netns", "list"], check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [entry["name"] for entry in ip_json(["netns", "list"]) if entry.get("name")]
 
 
 def link_exists(name: str) -> bool:
@@ -82,17 +94,21 @@ def link_exists(name: str) -> bool:
 
 def subnet_in_use(subnet: ipaddress.IPv4Network, except_dev: str) -> str | None:
     """The device that already routes `subnet` (another lab, a host net), if any."""
-    out = run(["ip", "-o", "-4", "route", "show"], check=False).stdout
-    for line in out.splitlines():
-        parts = line.split()
+    for route in ip_json(["-4", "route", "show"]):
         try:
-            net = ipaddress.IPv4Network(parts[0], strict=False)
-        except ValueError:
+            net = ipaddress.IPv4Network(route.get("dst", ""), strict=False)
+        except ValueError:  # "default", or a route of another kind
             continue
-        dev = parts[parts.index("dev") + 1] if "dev" in parts else "?"
+        dev = route.get("dev", "?")
         if dev != except_dev and net.prefixlen > 0 and net.overlaps(subnet):
             return dev
     return None
+
+
+def route_to(address: str) -> dict:
+    """The route this host's packets to `address` take ({"dev": ..., "prefsrc": ...}; {} if none)."""
+    found = ip_json(["-4", "route", "get", address])
+    return found[0] if found else {}
 
 
 def create_bridge(lab: str, address: str, prefix: int) -> None:
@@ -150,15 +166,7 @@ def netem_available() -> bool:
 
 
 def links_with_prefix(prefix: str) -> list[str]:
-    out = run(["ip", "-o", "link", "show"], check=False).stdout
-    links = []
-    for line in out.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) > 1:
-            link = parts[1].strip().split("@")[0]
-            if link.startswith(prefix):
-                links.append(link)
-    return links
+    return [link["ifname"] for link in ip_json(["link", "show"]) if link.get("ifname", "").startswith(prefix)]
 
 
 def bridge_forwarding(bridge: str, allow: bool) -> None:

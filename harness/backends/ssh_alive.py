@@ -24,6 +24,7 @@ import os
 import subprocess
 
 from ground.errors import GregorError
+from harness.backends import netns
 
 VAGRANT_STATUS_TIMEOUT_S = 120
 # Tells the lab's Vagrantfile that it is only looked at: it then makes no keys
@@ -34,12 +35,9 @@ LOOK_ONLY = "GREGOR_VAGRANT_LOOK"
 def route_device(address: str) -> str | None:
     """The interface this host's packets to `address` leave through (None: no route)."""
     try:
-        out = subprocess.run(
-            ["ip", "-o", "-4", "route", "get", address], capture_output=True, text=True, timeout=30
-        ).stdout.split()
+        return netns.route_to(address).get("dev")
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out[out.index("dev") + 1] if "dev" in out[:-1] else None
 
 
 def routes(addresses: list[str]) -> dict[str, str | None]:

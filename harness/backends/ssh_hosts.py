@@ -81,18 +81,19 @@ def parse_hosts(text: str, key_file: str | None = None) -> list[SshHost]:
 
 
 def parse_ssh_config(text: str) -> dict[str, dict[str, str]]:
-    """`vagrant ssh-config` output: Host blocks of `Key value` lines, keys lowercased."""
-    blocks: dict[str, dict[str, str]] = {}
-    current: dict[str, str] | None = None
-    for line in text.splitlines():
-        words = shlex.split(line, comments=True) if line.strip() else []
-        if not words:
+    """`vagrant ssh-config` output, read by paramiko's own ssh_config parser:
+    each named host's settings, keys lowercased (the first IdentityFile where
+    several are given)."""
+    import paramiko
+
+    config = paramiko.SSHConfig.from_text(text)
+    blocks = {}
+    for host in sorted(config.get_hostnames()):
+        if any(mark in host for mark in "*?!"):  # a pattern, not a machine
             continue
-        key, value = words[0].lower(), " ".join(words[1:])
-        if key == "host":
-            current = blocks.setdefault(value, {})
-        elif current is not None:
-            current.setdefault(key, value)
+        blocks[host] = {
+            key: value[0] if isinstance(value, list) else value for key, value in config.lookup(host).items()
+        }
     return blocks
 
 

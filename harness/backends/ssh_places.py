@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
-import subprocess
 
 from ground.errors import GregorError
 from ground.protocols import ClientPlace
@@ -102,7 +101,4 @@ class NatPlaces(BridgePlaces):
 
     def controller_address(self, lab: str, state: dict) -> str:
         """The address this host's packets to the first node leave from."""
-        out = subprocess.run(
-            ["ip", "-o", "-4", "route", "get", state["nodes"][0]["address"]], capture_output=True, text=True
-        ).stdout.split()
-        return out[out.index("src") + 1] if "src" in out else ""
+        return netns.route_to(state["nodes"][0]["address"]).get("prefsrc", "")
