@@ -225,6 +225,7 @@ def main_params(t: Tables) -> Params:
             read_txns=np.array(sorted(prior["read_txns"]), dtype=np.int64),
             fenced=np.array(sorted({z["op"] for z in prior["fenced"]}), dtype=np.int64),
             copier_groups=np.array(sorted(prior["copier_groups"]), dtype=np.int64),
+            read_uncommitted=allowed.reads_uncommitted(t.test),
             drain_complete=allowed.drain_complete(t.test),
             timeout=stuck_lso_timeout(t.test),
             lag_bucket=lag_bucket_ns(t),
@@ -282,8 +283,9 @@ def cross_key_facts(t: Tables) -> dict:
       op (all their sends must have happened);
     - fenced: transactions a newer instance of their transactional.id had
       initialised before they committed (zombie-write candidates);
-    - copier_groups: groups whose `ok` txn ops commit offsets and derive
-      outputs (consume-transform-produce)."""
+    - copier_groups: groups whose ops derive outputs (sends with `from`)
+      and that commit offsets in `ok` ops, inside their transactions or as
+      `commit` ops (consume-transform-produce)."""
     m, rows = t.metrics, t.rows
     parts = []
     if m["info_txn_sends"]:
@@ -313,9 +315,7 @@ def cross_key_facts(t: Tables) -> dict:
         )
     if m["derived_sends"] and m["ok_commits"]:
         committing = (
-            rows.where(
-                (F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull() & F.col("is_txn")
-            )
+            rows.where((F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull())
             .select("gid")
             .distinct()
         )
