@@ -34,7 +34,6 @@ from checkers.history_format import INIT, OK, TXN
 from checkers.keypass import (
     ANOMALY,
     COVER,
-    EOS_POS,
     EXAMPLE,
     INFO_NODE,
     INPUT_COLUMNS,
@@ -49,6 +48,7 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.spark import broadcast_if_small
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -366,14 +366,15 @@ def _fenced(t: Tables) -> DataFrame:
         .where(F.col("txn_epoch").isNotNull())
         .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid")
     )
-    newer = F.broadcast(
+    newer = broadcast_if_small(
         inits.select(
             "txn_id",
             F.col("op").alias("init_op"),
             F.col("epoch").alias("new_epoch"),
             F.col("producer_id").alias("new_pid"),
             F.col("complete_time").alias("init_done"),
-        )
+        ),
+        t.metrics["ok_inits"],
     )
     fenced = txns.join(newer, "txn_id").where(
         (F.col("new_epoch") > F.col("txn_epoch"))
@@ -404,7 +405,7 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # ------------------------------------------------------------ what comes back to the driver
 
 # Output tags small enough to bring back whole (the rest stay in Spark).
-SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG, COVER)
+SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, INFO_NODE, LATE, LAG, COVER)
 NEMESIS_TAG = -1
 NAMED_TAG = NAMED  # per key an anomaly names: the lowest offset named on it
 
