@@ -32,18 +32,20 @@ from checkers.check import check_dir  # noqa: E402
 pytestmark = pytest.mark.spark
 
 
-def _planned(monkeypatch) -> list[str]:
+def _planned(spark, monkeypatch) -> list[str]:
     """Records the physical plan of every query the driver collects from."""
     plans: list[str] = []
+    frames = type(spark.range(1))  # the session's DataFrame class (pyspark's classic one subclasses DataFrame)
+    assert issubclass(frames, DataFrame)
     for name in ("collect", "toArrow"):
-        original = getattr(DataFrame, name)
+        original = getattr(frames, name)
 
         def recording(self, *args, _original=original, **kwargs):
             result = _original(self, *args, **kwargs)
             plans.append(self._jdf.queryExecution().executedPlan().toString())
             return result
 
-        monkeypatch.setattr(DataFrame, name, recording)
+        monkeypatch.setattr(frames, name, recording)
     return plans
 
 
@@ -51,7 +53,7 @@ def _planned(monkeypatch) -> list[str]:
 def test_no_plan_broadcasts_without_a_budget_and_every_planted_anomaly_is_found(spark, tmp_path, monkeypatch, shape):
     made = generate(shape, tmp_path, 12000)
     monkeypatch.setattr(spark_module, "BROADCAST_HEAP_SHARE", 0, raising=False)
-    plans = _planned(monkeypatch)
+    plans = _planned(spark, monkeypatch)
     results = check_dir(tmp_path, spark, progress=lambda _line: None)
     assert len(plans) > 5  # the finders' queries were seen
     broadcasting = [plan for plan in plans if "BroadcastExchange" in plan or "BroadcastHashJoin" in plan]
