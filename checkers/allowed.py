@@ -84,6 +84,11 @@ def drain_complete(test: dict) -> bool:
     return isinstance(drain, dict) and drain.get("complete") is True
 
 
+def reads_uncommitted(test: dict) -> bool:
+    """Whether the run's consumers read uncommitted records (isolation.level=read_uncommitted)."""
+    return str(config(test)["isolation.level"]).lower() == "read_uncommitted"
+
+
 def _truthy(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
@@ -111,7 +116,7 @@ def why_allowed(name: str, test: dict) -> str | None:
         reasons += _lossy_reasons(cfg)
     if name == "unseen" and not drain_complete(test):
         reasons.append("drain incomplete")
-    if name in ("aborted-read", "uncommitted-read") and str(cfg["isolation.level"]).lower() == "read_uncommitted":
+    if name in ("aborted-read", "uncommitted-read") and reads_uncommitted(test):
         reasons.append("isolation.level=read_uncommitted")
     if name == "offset-commit-loss" and cfg["auto.commit"]:
         reasons.append("auto.commit=true")

@@ -25,7 +25,7 @@ from checkers.elle import elle_section
 from checkers.examples import example_key, named_offsets
 from checkers.load import Tables, history_path, load
 from checkers.pictures import partitions
-from checkers.spark import get_spark
+from checkers.spark import driver_memory, get_spark, out_of_memory, session_conf
 from checkers.stats import compute_stats
 from ground.atomic import write_json
 
@@ -196,7 +196,9 @@ def check_tables(t: Tables, max_examples: int = 10, elle_jar: str | None = None,
 def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = None, progress=print) -> dict:
     """Checks a run directory and writes DIR/results.json; returns the results.
 
-    Bad input raises GregorError before anything is written. Everything the
+    Bad input raises GregorError before anything is written, and so does a
+    check that runs out of memory: one line naming spark.driver.memory and a
+    value that would do. Everything the
     check kept in Spark is released before it returns, so a long-lived
     session (the test suite, a service) stays flat.
     """
@@ -207,6 +209,20 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
     passes.prestart_python_workers(spark)
     # The load is the one long silent step (about a minute for 10M events).
     progress(f"  loading {history_bytes / 2**20:,.1f} MiB of history")
+    heap = driver_memory(spark)
+    try:
+        with session_conf(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):  # also in a session made elsewhere
+            result = _load_and_check(directory, spark, max_examples, elle_jar, progress)
+    except Exception as error:
+        short = out_of_memory(error, heap, history_bytes)
+        if short is None:
+            raise
+        raise short from error
+    write_json(directory / "results.json", result, default=str)
+    return result
+
+
+def _load_and_check(directory: Path, spark, max_examples: int, elle_jar: str | None, progress) -> dict:
     started = time.monotonic()
     t = load(directory, spark)
     progress(f"  load: {t.metrics['events']} events in {time.monotonic() - started:.1f}s")
@@ -216,8 +232,6 @@ def check_dir(path, spark=None, max_examples: int = 10, elle_jar: str | None = N
             " by a crash and is left out"
         )
     try:
-        result = check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
+        return check_tables(t, max_examples=max_examples, elle_jar=elle_jar, progress=progress)
     finally:
         t.release()
-    write_json(directory / "results.json", result, default=str)
-    return result

@@ -101,6 +101,7 @@ from checkers.keypass import (
     cover_bin,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.spark import broadcast_if_small, where_in
 from checkers.table_format import OP_ROW, pid_route
 
 OUT_HUB, IN_HUB = NODE_SHIFT - 1, NODE_SHIFT - 2  # sub-ids of an op's hub nodes
@@ -394,7 +395,7 @@ def _with_ports(t: Tables, ops: DataFrame) -> tuple[DataFrame, dict]:
         info_df = t.spark.createDataFrame(
             [(op, len(m), min(m)) for op, m in info.items()], "op long, info_must long, info_mop long"
         )
-        ops = ops.join(F.broadcast(info_df), "op", "left")
+        ops = ops.join(broadcast_if_small(info_df, len(info)), "op", "left")
     else:
         ops = ops.withColumn("info_must", F.lit(None).cast("long")).withColumn("info_mop", F.lit(None).cast("long"))
     ok = F.col("type") == OK
@@ -562,11 +563,7 @@ def realtime_edges(info: dict, ports: dict) -> list[tuple]:
 
 def _op_times(t: Tables, ops: list[int]) -> dict:
     """When each op happened (completion, or invoke when cut short)."""
-    chosen = (
-        t.ops.where(F.col("op").isin(ops))
-        if len(ops) <= 200
-        else t.ops.join(t.spark.createDataFrame([(op,) for op in ops], "op long"), "op", "left_semi")
-    )
+    chosen = where_in(t.ops, "op", ops)
     return {
         r["op"]: r["complete_time"] or r["invoke_time"]
         for r in chosen.select("op", "complete_time", "invoke_time").collect()

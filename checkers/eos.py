@@ -1,10 +1,15 @@
 """Exactly-once consume-transform-produce: duplicated and lost copies (eos-duplicate, eos-lost).
 
-A copier group is a group whose `ok` txn ops carry commit mops and derive
-outputs (sends with `from`); its inputs are the keys of those commits
-(passes.cross_key_facts finds the groups). The per-key pass emits the
-outputs that must have happened and the input records below each copier
-group's committed position; the rest is two small joins.
+A copier group is a group whose ops derive outputs (sends with `from`) and
+that commits its input positions in `ok` ops: commit mops inside its
+transactions (send_offsets_to_transaction) or `commit` ops of its own; its
+inputs are the keys of those commits (passes.cross_key_facts finds the
+groups). The per-key pass emits the outputs that must have happened and
+the input records below each copier group's committed position; the rest
+is two small joins. When the run's consumers read uncommitted records, a
+read of an `info` transaction's output does not prove that it committed:
+such an output counts as a copy (no eos-lost) but not as a second one (no
+eos-duplicate).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pyspark.sql import functions as F
 
 from checkers import passes
 from checkers.anomaly import conform, empty_anomalies, union_all
-from checkers.keypass import EOS_OUT, EOS_POS, EOS_REC
+from checkers.keypass import EOS_OUT, EOS_POS, EOS_REC, EOS_UNPROVEN
 from checkers.load import Tables
 
 NAMES = ("eos-duplicate", "eos-lost")
@@ -32,11 +37,12 @@ def find(t: Tables) -> DataFrame:
     return union_all(t.spark, [duplicates(t), losses(t)])
 
 
-def _outputs(t: Tables) -> DataFrame:
-    """Outputs that must have happened, of copier groups' ops, with their input record."""
+def _outputs(t: Tables, tags=(EOS_OUT,)) -> DataFrame:
+    """Outputs that must have happened, of copier groups' ops, with their input
+    record (with EOS_UNPROVEN also those whose transaction may have aborted)."""
     return (
         passes.main(t)
-        .where(F.col("tag") == EOS_OUT)
+        .where(F.col("tag").isin(*tags))
         .select(
             F.col("a").alias("group"),
             F.col("b").alias("from_key"),
@@ -91,6 +97,10 @@ def losses(t: Tables) -> DataFrame:
             F.col("time").alias("commit_time"),
         )
     )
-    copied = _outputs(t).select("group", F.col("from_key").alias("key"), F.col("from_value").alias("value")).distinct()
+    copied = (
+        _outputs(t, (EOS_OUT, EOS_UNPROVEN))
+        .select("group", F.col("from_key").alias("key"), F.col("from_value").alias("value"))
+        .distinct()
+    )
     lost = below.join(copied, ["group", "key", "value"], "left_anti")
     return conform(lost, "eos-lost", ops=F.array("writer", "commit_op"), time=F.col("commit_time"))

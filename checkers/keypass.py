@@ -67,7 +67,8 @@ from checkers.table_format import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK
     EXAMPLE,
     TALLY,
     NAMED,
-) = range(22)
+    EOS_UNPROVEN,
+) = range(23)
 
 # A pictured offset's statuses (checkers/pictures.py), worst first: an
 # offset shows the most serious status of its values.
@@ -114,6 +115,7 @@ class Params:
     read_txns: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # info txn ops with a read send
     fenced: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # zombie candidates' ops
     copier_groups: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    read_uncommitted: bool = False  # consumers read uncommitted records: a read proves no transaction committed
     drain_complete: bool = False
     timeout: int | None = None  # stuck-lso: ns, when read_committed with a timeout
     lag_bucket: int | None = None  # ns
@@ -638,19 +640,26 @@ class KeyPass:
             self.eos_rows()
 
     def eos_rows(self):
+        """Copier groups' outputs that must have happened, with their input
+        (EOS_OUT; EOS_UNPROVEN for an `info` op's outputs when the readers
+        read uncommitted records: such a read shows the output was written,
+        not that its transaction committed), and the input records below
+        each copier group's committed position (EOS_REC)."""
         c, p = self.c, self.p
         out = np.flatnonzero(self.must & (c["from_key"] != NULL) & member(c["group"], p.copier_groups))
-        self.out.add(
-            EOS_OUT,
-            len(out),
-            key=c["key"][out],
-            value=c["value"][out],
-            time=c["complete_time"][out],
-            a=c["group"][out],
-            b=c["from_key"][out],
-            c=c["from_value"][out],
-            d=c["op"][out],
-        )
+        proven = self.ok[out] | (not p.read_uncommitted)
+        for tag, rows in ((EOS_OUT, out[proven]), (EOS_UNPROVEN, out[~proven])):
+            self.out.add(
+                tag,
+                len(rows),
+                key=c["key"][rows],
+                value=c["value"][rows],
+                time=c["complete_time"][rows],
+                a=c["group"][rows],
+                b=c["from_key"][rows],
+                c=c["from_value"][rows],
+                d=c["op"][rows],
+            )
         rec, group, commit_op, commit_time = self._records_below(p.copier_groups)
         self.out.add(
             EOS_REC,

@@ -34,7 +34,6 @@ from checkers.history_format import INIT, OK, TXN
 from checkers.keypass import (
     ANOMALY,
     COVER,
-    EOS_POS,
     EXAMPLE,
     INFO_NODE,
     INPUT_COLUMNS,
@@ -49,6 +48,7 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.spark import broadcast_if_small
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -225,6 +225,7 @@ def main_params(t: Tables) -> Params:
             read_txns=np.array(sorted(prior["read_txns"]), dtype=np.int64),
             fenced=np.array(sorted({z["op"] for z in prior["fenced"]}), dtype=np.int64),
             copier_groups=np.array(sorted(prior["copier_groups"]), dtype=np.int64),
+            read_uncommitted=allowed.reads_uncommitted(t.test),
             drain_complete=allowed.drain_complete(t.test),
             timeout=stuck_lso_timeout(t.test),
             lag_bucket=lag_bucket_ns(t),
@@ -282,8 +283,9 @@ def cross_key_facts(t: Tables) -> dict:
       op (all their sends must have happened);
     - fenced: transactions a newer instance of their transactional.id had
       initialised before they committed (zombie-write candidates);
-    - copier_groups: groups whose `ok` txn ops commit offsets and derive
-      outputs (consume-transform-produce)."""
+    - copier_groups: groups whose ops derive outputs (sends with `from`)
+      and that commit offsets in `ok` ops, inside their transactions or as
+      `commit` ops (consume-transform-produce)."""
     m, rows = t.metrics, t.rows
     parts = []
     if m["info_txn_sends"]:
@@ -313,9 +315,7 @@ def cross_key_facts(t: Tables) -> dict:
         )
     if m["derived_sends"] and m["ok_commits"]:
         committing = (
-            rows.where(
-                (F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull() & F.col("is_txn")
-            )
+            rows.where((F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull())
             .select("gid")
             .distinct()
         )
@@ -366,14 +366,15 @@ def _fenced(t: Tables) -> DataFrame:
         .where(F.col("txn_epoch").isNotNull())
         .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid")
     )
-    newer = F.broadcast(
+    newer = broadcast_if_small(
         inits.select(
             "txn_id",
             F.col("op").alias("init_op"),
             F.col("epoch").alias("new_epoch"),
             F.col("producer_id").alias("new_pid"),
             F.col("complete_time").alias("init_done"),
-        )
+        ),
+        t.metrics["ok_inits"],
     )
     fenced = txns.join(newer, "txn_id").where(
         (F.col("new_epoch") > F.col("txn_epoch"))
@@ -404,7 +405,7 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # ------------------------------------------------------------ what comes back to the driver
 
 # Output tags small enough to bring back whole (the rest stay in Spark).
-SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, EOS_POS, INFO_NODE, LATE, LAG, COVER)
+SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, INFO_NODE, LATE, LAG, COVER)
 NEMESIS_TAG = -1
 NAMED_TAG = NAMED  # per key an anomaly names: the lowest offset named on it
 

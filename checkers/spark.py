@@ -9,6 +9,7 @@ setting passes through ``--spark-conf key=value``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from contextlib import contextmanager
@@ -43,6 +44,14 @@ DEFAULT_CONF = {
     "spark.sql.ui.retainedExecutions": "20",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     "spark.sql.adaptive.enabled": "true",
+    # No join is broadcast, or hashed whole in one task, on Spark's guess of
+    # a table's size: the stored tables (local checkpoints) report a few
+    # bytes whatever they hold, so every join on them was broadcast, and at
+    # 10M events the distinct reads of every poll did not fit in the driver
+    # ("Not enough memory to build and broadcast the table"). Joins sort and
+    # spill instead; a checker broadcasts a table only when it has counted
+    # its rows first and they fit (`may_broadcast`).
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Each query stage of an adaptive plan runs on a thread of a pool that
     # starts a new thread for every stage until it holds this many, and lets
     # an idle one end only after 60 s: with Spark's 1,024, a session
@@ -95,6 +104,48 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# What a JVM says when its heap (or Spark's share of it) ran out.
+OUT_OF_MEMORY = (
+    "OutOfMemoryError",
+    "Java heap space",
+    "GC overhead limit exceeded",
+    "Not enough memory to build and broadcast",
+    "Could not allocate memory",
+    "Unable to acquire",
+)
+JVM_GONE = ("Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError")
+
+
+def out_of_memory(error: BaseException, heap: str, history_bytes: int) -> GregorError | None:
+    """The one-line error for a check that ran out of memory, None for any
+    other error: the setting to raise, its value (`heap`) and one that would do.
+    A JVM that ended mid-check (its py4j link gone) most likely ran out too."""
+    text = f"{type(error).__name__}: {error}"
+    died = type(error).__name__ in JVM_GONE or "Answer from Java side is empty" in text
+    if not died and not any(sign in text for sign in OUT_OF_MEMORY):
+        return None
+    wanted = max(2 * _gigabytes(heap), math.ceil(history_bytes / 2**30))
+    what = "Spark's JVM ended during the check (most likely out of memory)" if died else "the check ran out of memory"
+    return GregorError(
+        f"{what} with spark.driver.memory={heap} for {history_bytes / 2**20:,.0f} MiB of history: "
+        f"check it again with --spark-conf spark.driver.memory={wanted:g}g"
+    )
+
+
+def driver_memory(spark) -> str:
+    """The session's spark.driver.memory, as set."""
+    return spark.sparkContext.getConf().get("spark.driver.memory", "1g")
+
+
+def _gigabytes(size: str) -> float:
+    """A JVM memory size ("1g", "512m", "2048k") in GiB."""
+    size = size.strip().lower()
+    units = {"k": 2**-20, "m": 2**-10, "g": 1, "t": 2**10}
+    if size and size[-1] in units:
+        return float(size[:-1]) * units[size[-1]]
+    return float(size) / 2**30
+
+
 def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
     """Turns ``["k=v", ...]`` from the command line into a dict, or says which one is wrong."""
     conf: dict[str, str] = {}
@@ -104,6 +155,42 @@ def parse_conf(pairs: Iterable[str] | None) -> dict[str, str]:
             raise GregorError(f"--spark-conf {pair!r} is not key=value (e.g. --spark-conf spark.driver.memory=2g)")
         conf[key.strip()] = value.strip()
     return conf
+
+
+# A broadcast table is built whole in the driver's heap, first as rows, then
+# as a hash table several times their size, while the check holds its own
+# tables: one may take this share of the heap at most.
+BROADCAST_HEAP_SHARE = 1 / 16
+# What one row of a broadcast hash table of a few numbers costs in the driver.
+BROADCAST_ROW_BYTES = 96
+
+
+def driver_heap_bytes(spark) -> int:
+    """The driver JVM's maximum heap."""
+    return int(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory())
+
+
+def may_broadcast(spark, rows: int, row_bytes: int = BROADCAST_ROW_BYTES) -> bool:
+    """Whether a table of `rows` rows, counted before anything is built, may be broadcast."""
+    return rows * row_bytes <= driver_heap_bytes(spark) * BROADCAST_HEAP_SHARE
+
+
+def broadcast_if_small(frame, rows: int, row_bytes: int = BROADCAST_ROW_BYTES):
+    """`frame` marked for broadcast when its `rows` (counted beforehand) fit, else as it is (a sort-merge join)."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if may_broadcast(frame.sparkSession, rows, row_bytes) else frame
+
+
+def where_in(frame, column: str, values: list[int], in_list_max: int = 200):
+    """`frame`'s rows whose bigint `column` is one of `values` (a list in the
+    driver): an IN list for a few, else a semi join with them, broadcast when they fit."""
+    from pyspark.sql import functions as F
+
+    if len(values) <= in_list_max:
+        return frame.where(F.col(column).isin(values))
+    chosen = frame.sparkSession.createDataFrame([(v,) for v in values], f"{column} long")
+    return frame.join(broadcast_if_small(chosen, len(values)), column, "left_semi")
 
 
 @contextmanager

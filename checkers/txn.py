@@ -15,6 +15,7 @@ from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.history_format import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
 from checkers.load import Tables
+from checkers.spark import where_in
 from checkers.table_format import OK_CODE, POLL_ROW, SEND_ROW
 
 NAMES = ("torn-transaction", "zombie-write")
@@ -62,11 +63,7 @@ def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read."""
     rows = t.rows
     sends = rows.where(F.col("kind") == SEND_ROW)
-    sends = (
-        sends.where(F.col("op").isin(ops))
-        if len(ops) <= 200
-        else sends.join(F.broadcast(t.spark.createDataFrame([(op,) for op in ops], "op long")), "op", "left_semi")
-    )
+    sends = where_in(sends, "op", ops)
     reads = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
     found: dict = {}
     for row in sends.select("op", "key", "value").join(reads, ["key", "value"], "left_semi").collect():

@@ -190,3 +190,18 @@ def test_results_json_shape_with_examples_permissions_and_nemesis(spark, tmp_pat
     assert on_disk["partitions"]["1"]["offsets"][0]["status"] == "duplicate"
     assert "description" in entry and on_disk["config"]["enable.idempotence"] is False
     assert not list(run.glob(".results.json.*.tmp"))
+
+
+def test_a_check_out_of_memory_is_one_line_naming_the_setting_and_a_value():
+    from checkers.spark import out_of_memory
+
+    heap_error = RuntimeError(
+        "An error occurred while calling o123.collect.\n: java.lang.OutOfMemoryError: Java heap space"
+    )
+    short = out_of_memory(heap_error, "1g", 1400 * 2**20)
+    assert "\n" not in str(short)
+    assert "spark.driver.memory=1g" in str(short) and "--spark-conf spark.driver.memory=2g" in str(short)
+    broadcast = RuntimeError("Not enough memory to build and broadcast the table to all worker nodes")
+    assert "spark.driver.memory=4g" in str(out_of_memory(broadcast, "2048m", 10 * 2**20))
+    assert "spark.driver.memory=3g" in str(out_of_memory(broadcast, "512m", int(2.5 * 2**30)))  # the history's size
+    assert out_of_memory(ValueError("line 3: malformed JSON"), "1g", 100) is None
