@@ -29,6 +29,8 @@ import json
 import random
 from pathlib import Path
 
+from ground.faults import PARTITION, kind
+
 MS = 1_000_000
 
 
@@ -280,7 +282,8 @@ def _init(w: Writer, process: int, producer: int, epoch: int) -> None:
 def _nemesis_pair(w: Writer, n: int) -> None:
     w.flush()
     node = f"n{n % 3 + 1}"
-    for f in ("start-partition", "stop-partition"):
+    partition = kind(PARTITION)
+    for f in (partition.start, partition.heal):
         value = json.dumps({"nodes": [node], "clients": []}, separators=(",", ":"))
         w.line(f'"process":"nemesis","type":"invoke","f":"{f}","value":{value}')
         w.line(f'"process":"nemesis","type":"info","f":"{f}","value":{value}')
