@@ -557,12 +557,17 @@ class RunConfig:
 
     def as_options(self) -> dict:
         """test.json's "run": every option of the run by name, as settled (defaults filled in,
-        derived values resolved; --client-config left out, its values may be credentials).
-        options_to_argv turns it back into `gregor run` arguments that give this configuration."""
+        derived values resolved; --client-config left out, its values may be credentials, and
+        --ssh-key too: a run's files never name a private key). options_to_argv turns it back into
+        `gregor run` arguments that give this configuration (with the default key)."""
         found = {}
         for name, s in SETTINGS.items():
             found.update(s.data(getattr(self, name)))
+        found.pop(UNRECORDED_KEY, None)
         return found
+
+
+UNRECORDED_KEY = "ssh-key"
 
 
 def _copied(value):

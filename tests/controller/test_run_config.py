@@ -199,6 +199,12 @@ def test_client_config_values_are_never_recorded():
     assert "secret" not in str(cfg.as_options()) and "client-config" not in cfg.as_options()
 
 
+def test_the_ssh_key_file_is_never_recorded():
+    cfg = config("--workload", "queue", "--backend", "ssh", "--hosts", "a,b,c", "--ssh-key", "/keys/id_secret")
+    assert "/keys/id_secret" not in str(cfg.as_options()) and "ssh-key" not in cfg.as_options()
+    assert cfg.as_options()["hosts"] == "a,b,c"
+
+
 def test_settings_become_arguments_by_their_declared_shape():
     assert options_to_argv({"acks": "1", "client-netns": True, "resend": False, "topic-config": ["a=b", "c=d"]}) == [
         "--acks",
