@@ -86,7 +86,8 @@ class KafkaSystem:
 
     # --- the protocol ---------------------------------------------------------------
     def install(self, progress) -> None:
-        install.installed(self.version) or install.install(self.version, progress=progress)
+        kafka = install.installed(self.version) or install.install(self.version, progress=progress)
+        install.ensure_tools(kafka, progress)  # DumpLogSegments, for the transaction log (txn_log.py)
 
     def replication(self, nodes: int) -> int:
         brokers = len(self.broker_nodes_names()) if self._state else nodes
