@@ -164,6 +164,11 @@ public final class GregorKafkaDriver {
                 for (Producing p : producers.values()) p.closeNow();
                 Runtime.getRuntime().halt(0);
                 return null;
+            case "producer.forget": { // the facade dropped it: closed at once, its handle gone
+                Producing p = producers.remove(num(req, "h"));
+                if (p != null) p.closeNow();
+                return null;
+            }
             default:
         }
         if (op.startsWith("producer.")) {

@@ -91,8 +91,8 @@ class Producer:
         self._pending: dict[int, tuple] = {}
         self._next = 0
         _checked(self._driver.request("producer.new", h=self._h, conf=settings.java, stats_ms=settings.stats_ms))
-        # a producer dropped without purge() is closed at once, as librdkafka's destroy does
-        weakref.finalize(self, self._driver.defer, {"op": "producer.purge", "h": self._h})
+        # a producer dropped is closed at once, as librdkafka's destroy does, and the driver forgets it
+        weakref.finalize(self, self._driver.defer, {"op": "producer.forget", "h": self._h})
 
     # -- sending -----------------------------------------------------------------------
     def produce(
