@@ -19,7 +19,7 @@ from ground.errors import GregorError
 from ground.faults import NODE_FAULTS, POWER_LOSS
 from ground.protocols import Service
 from harness.systems import protocol_roles
-from harness.systems.kafka import config, install
+from harness.systems.kafka import config, install, txn_log
 
 
 def new_cluster_id() -> str:
@@ -266,6 +266,11 @@ class KafkaSystem:
                 f"{controllers} dedicated (k1..k{controllers})" if controllers else "combined with brokers"
             ),
         }
+
+    def transaction_log(self, lab, prefix: str) -> dict:
+        """The transaction protocol each transactional id starting with `prefix` used, as the
+        brokers' transaction log records it (txn_log.py; test.json "transaction_protocol")."""
+        return txn_log.read(self, lab, prefix)
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing runs beside the nodes."""
