@@ -10,15 +10,31 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks), or None if there is no such process."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, or None if there is no such process."""
     try:
         text = Path(f"/proc/{int(pid)}/stat").read_text(errors="replace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # the command name (field 2) may hold spaces and parentheses
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[19])
+    return text[text.rindex(")") + 2 :].split()
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks), or None if there is no such process."""
+    fields = _stat_fields(pid)
+    return (fields[0], int(fields[19])) if fields else None
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of process group `pgid` (a client and its JVM), by pid."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and int(fields[2]) == pgid:
+                found.append(int(entry.name))
+    return found
 
 
 def proc_state(pid: int) -> str | None:

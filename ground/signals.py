@@ -1,10 +1,28 @@
-"""SIGTERM unwinds the stack like Ctrl-C, so every `finally` that heals faults runs for both."""
+"""SIGTERM unwinds the stack like Ctrl-C, so every `finally` that heals faults runs for both;
+and a signal for a client process reaches all of it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+
+
+def signal_client(pid: int, sig: int) -> bool:
+    """Sends `sig` to a client process and everything it started: a client leads its own
+    process group (workloads/client.py), which holds its JVM when it runs Kafka's Java
+    client, so a pause or a kill acts on both at once, as on one librdkafka process.
+    A process that does not lead a group (yet) gets it alone. False if it is gone."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _interrupt(_signum, _frame):

@@ -7,31 +7,28 @@ a consumer that still thinks it owns its partitions.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 
 from ground.faults import PAUSE
-from ground.procfs import identity, proc_state, same_process
+from ground.procfs import group_members, identity, proc_state, same_process
+from ground.signals import signal_client
 from nemesis.targets import TargetUnavailable
 from nemesis.values import fault_value
 
 
 def _signal_and_wait(ident: dict, sig: int, stopped: bool, timeout: float = 5.0) -> bool:
-    """Sends sig, then waits until /proc shows the process (not) stopped,
-    since signal delivery is asynchronous. False if the process is gone."""
-    if not same_process(ident):
-        return False
-    try:
-        os.kill(ident["pid"], sig)
-    except ProcessLookupError:
+    """Sends sig to the client (with its JVM, if any: its process group), then waits
+    until /proc shows every process of it (not) stopped, since signal delivery is
+    asynchronous. False if the client is gone."""
+    if not same_process(ident) or not signal_client(ident["pid"], sig):
         return False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = proc_state(ident["pid"])
-        if state is None:
+        if proc_state(ident["pid"]) is None:
             return False
-        if (state in "Tt") == stopped:
+        states = [proc_state(pid) for pid in group_members(ident["pid"]) or [ident["pid"]]]
+        if all(state is None or (state in "Tt") == stopped for state in states):
             break
         time.sleep(0.01)
     return True

@@ -280,15 +280,43 @@ def _setup_extra(run: Run) -> list[tuple[str, object]]:
     return rows
 
 
-def _transaction_protocol(run: Run, level) -> str:
-    """The brokers' level, and what the clients speak: librdkafka implements
-    only the first transaction protocol (no KIP-890 v2), whatever the brokers offer."""
+def _client(run: Run) -> tuple[str, str | None]:
+    """(library, version) of the run's clients: test.json's client "library" (runs before
+    the Java client were all librdkafka's, its version in "versions")."""
+    client = run.test.get("client") if isinstance(run.test.get("client"), dict) else {}
     versions = run.test.get("versions") if isinstance(run.test.get("versions"), dict) else {}
-    client = f"librdkafka {versions['librdkafka']}" if versions.get("librdkafka") else "librdkafka"
-    return (
-        f"{level} (the brokers' transaction.version); the clients ({client}, under confluent-kafka) "
-        "do not implement transaction protocol v2 (KIP-890) and use the classic protocol"
-    )
+    library = client.get("library") or "librdkafka"
+    return library, client.get("library.version") or (versions.get("librdkafka") if library == "librdkafka" else None)
+
+
+def client_text(run: Run) -> str:
+    library, version = _client(run)
+    if library == "java":
+        return f"Kafka's Java client (kafka-clients {version or '?'})"
+    return f"librdkafka {version} (under confluent-kafka)" if version else "librdkafka (under confluent-kafka)"
+
+
+def _transaction_protocol(run: Run, level) -> str:
+    """The brokers' level, and what the clients spoke: what the brokers' transaction log
+    recorded (test.json "transaction_protocol"), else what the client implements:
+    librdkafka only the first protocol (no KIP-890 v2), whatever the brokers offer."""
+    said = f"{level} (the brokers' transaction.version)"
+    seen = run.test.get("transaction_protocol") if isinstance(run.test.get("transaction_protocol"), dict) else {}
+    library, version = _client(run)
+    if seen.get("protocol") in ("v2", "classic", "mixed"):
+        counts = seen.get("transactional_ids") or {}
+        said += (
+            f"; the brokers' transaction log shows the run's transactional ids used {seen['protocol']} "
+            f"({counts.get('v2', 0)} v2, {counts.get('classic', 0)} classic)"
+        )
+    elif seen.get("error"):
+        said += f"; the brokers' transaction log could not be read ({seen['error']})"
+    if library == "librdkafka":
+        said += (
+            f"; the clients ({client_text(run).replace(' (under confluent-kafka)', '')}, under confluent-kafka) "
+            "do not implement transaction protocol v2 (KIP-890) and use the classic protocol"
+        )
+    return said
 
 
 def setup_section(run: Run) -> str:
@@ -308,6 +336,7 @@ def setup_section(run: Run) -> str:
         *_setup_extra(run),
         ("nodes", nodes),
         ("workload", run.test.get("workload")),
+        ("client", client_text(run)),
         ("acks", _setting(run, "acks", "client")),
         ("enable.idempotence", _setting(run, "enable.idempotence", "client")),
         ("isolation.level", _setting(run, "isolation.level", "client")),

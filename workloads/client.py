@@ -8,6 +8,13 @@ hands them to the single history writer. Clients stamp event times on the
 system-wide monotonic clock (CLOCK_MONOTONIC is shared by all processes).
 After an unknown outcome a client continues as a new process id (old +
 concurrency). Children die with the controller (PR_SET_PDEATHSIG).
+
+Each client leads a process group of its own: on Kafka's Java client the
+group holds its JVM too (workloads/java_client/jvm.py), so that a pause or a
+kill of the client, which signal the group (ground/signals.py), acts on the
+JVM exactly as on a librdkafka client's one process. The client's library
+(`kafka_client.use`) is chosen before its workload builds anything, and
+after it has entered its network place, so the JVM starts inside it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from workloads import kafka_client
 from workloads.completions import unknown_outcome_mops
 
 PR_SET_PDEATHSIG = 1
@@ -159,10 +167,21 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def lead_process_group() -> None:
+    """Makes this process the leader of a process group of its own, which every process
+    it starts (a JVM) joins. Until it has, a signal for it reaches it alone (ground/signals.py)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # already a group leader
+        pass
+
+
 def enter_child(parent_pid: int, log_path: str | None) -> None:
-    """What every child of the controller does first: die with it, leave
-    Ctrl-C to it, and send its stderr (librdkafka's complaints) to its log."""
+    """What every child of the controller does first: die with it, lead its own process
+    group, leave Ctrl-C to the controller, and send its stderr (librdkafka's complaints,
+    the JVM's) to its log."""
     _die_with_parent(parent_pid)
+    lead_process_group()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides when to stop
     if log_path:
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
@@ -179,6 +198,11 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
     try:
         if spec.place is not None:
             spec.place.enter()
+        kafka_client.use(
+            spec.options.get("library", kafka_client.LIBRDKAFKA),
+            spec.options.get("library.version"),
+            on_jvm=lambda pid: link.emit({"_jvm": pid}),
+        )
         module = importlib.import_module(spec.module)
         client = module.make_client(spec, link)
         started = False
@@ -212,6 +236,7 @@ def client_main(spec: ClientSpec, conn, parent_pid: int) -> None:
                 client.close()
         except Exception:
             pass
+        kafka_client.release()
     try:
         conn.send({"_done": True})
     except (BrokenPipeError, OSError):

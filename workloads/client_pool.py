@@ -4,7 +4,10 @@ A client killed by the pool gets an `info` completion for its pending op
 (written by the pool on its behalf: nobody knows what it did) and is
 respawned under a new process id (old + concurrency) and a new generation of
 values. Every child is listed in the client registry (client_registry.py)
-so the next run or `lab down` kills any left behind, paused or not.
+so the next run or `lab down` kills any left behind, paused or not, and so
+is each JVM a child starts for Kafka's Java client (it tells its pid). A
+child leads its own process group, which holds its JVM: a kill signals the
+group (ground/signals.py), so the JVM dies with the client at once.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from ground.signals import signal_client
 from workloads.client import ClientSpec, client_main
 from workloads.client_registry import register_client, registry_dir, unregister_client
 from workloads.completions import info_completion, left_open_sends, sends_of
@@ -35,6 +39,7 @@ class _Live:
     written: int | None = None  # when the pending txn op's writes were all acknowledged
     polled: list | None = None  # poll mops the pending op received, told before it processed them
     polled_at: float = 0.0  # time.monotonic() when it told them
+    jvms: list = field(default_factory=list)  # pids of the JVMs it started (Kafka's Java client)
     done: bool = False
 
 
@@ -146,10 +151,7 @@ class ClientPool:
             lives = list(self.live.values())
         for live in lives:
             self.send(live.spec.slot, "stop")
-            try:
-                os.kill(live.proc.pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+            signal_client(live.proc.pid, signal.SIGCONT)
         end = time.monotonic() + grace_s
         while time.monotonic() < end and self.alive():
             time.sleep(0.05)
@@ -219,6 +221,10 @@ class ClientPool:
         if "_log" in event:
             self.log(event["_log"].rstrip())
             return
+        if "_jvm" in event:
+            register_client(self.lab_name, event["_jvm"])
+            live.jvms.append(event["_jvm"])
+            return
         if "_done" in event:
             self._finished(live)
             return
@@ -242,7 +248,11 @@ class ClientPool:
         live.proc.join(timeout=5)
         if live.pending is not None:
             self._complete_for(live, "exited")
-        unregister_client(self.lab_name, live.proc.pid)
+        self._unregister(live)
+
+    def _unregister(self, live: _Live) -> None:
+        for pid in [live.proc.pid, *live.jvms]:
+            unregister_client(self.lab_name, pid)
 
     def _complete_for(self, live: _Live, why: str) -> dict:
         """Records `info` for the op a dead client left open (it may have happened)."""
@@ -282,10 +292,7 @@ class ClientPool:
         """SIGKILL; returns the `info` completion written for its open op, if any."""
         if live.done:
             return None
-        try:
-            os.kill(live.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        signal_client(live.proc.pid, signal.SIGKILL)  # with its JVM, if it has one
         live.proc.join(timeout=10)
         # what it sent before dying is real: record it, then close its op
         while True:
@@ -300,7 +307,7 @@ class ClientPool:
             self._handle(live, event)
         live.done = True
         closed = self._complete_for(live, why) if live.pending is not None else None
-        unregister_client(self.lab_name, live.proc.pid)
+        self._unregister(live)
         return closed
 
     def _kill_rest(self) -> None:

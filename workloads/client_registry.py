@@ -1,8 +1,10 @@
 """The registry of a lab's client processes, so a crashed run's are found.
 
-Every child of a run is listed by pid and start time; the next run or
-`gregor lab down` SIGKILLs whatever a crashed controller left, paused or not,
-and only forgets an entry whose pid now belongs to another process.
+Every child of a run is listed by pid and start time, and so is every JVM a
+child starts for Kafka's Java client; the next run or `gregor lab down`
+SIGKILLs whatever a crashed controller left, paused or not (a client with its
+process group), and only forgets an entry whose pid now belongs to another
+process.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import signal
 
 from ground.paths import clients_dir
 from ground.procfs import proc_stat
+from ground.signals import signal_client
 
 
 def _start_time(pid: int) -> str | None:
@@ -61,11 +64,8 @@ def kill_leftover_clients(lab_name: str, progress=None) -> int:
         except (ValueError, OSError):
             continue
         if _start_time(pid) == started:
-            try:
-                os.kill(pid, signal.SIGKILL)  # delivered to stopped processes too
+            if signal_client(pid, signal.SIGKILL):  # delivered to stopped processes too; with a JVM
                 killed += 1
-            except ProcessLookupError:
-                pass
         try:
             os.unlink(path)
         except FileNotFoundError:

@@ -24,8 +24,7 @@ import os
 import time
 import uuid
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException
-
+from workloads.kafka_client import OFFSET_BEGINNING, Consumer, KafkaException
 from workloads.kafka_io import KeyMap, read_messages
 
 TRUNCATION_GRACE_S = 8.0  # a new leader's high watermark catches up within a few fetches

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer
-
 from workloads import queue
 from workloads.client import Client
 from workloads.generators import Pacer, Plans
+from workloads.kafka_client import Consumer
 from workloads.kafka_io import KeyMap, RebalanceLog, close_consumer, consumer_config, read_messages
 from workloads.txn import TransactionalProducer, TxnRunner, needs_new_instance
 

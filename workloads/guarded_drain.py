@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 
+from ground.signals import signal_client
+from workloads import kafka_client
 from workloads.client import enter_child
 from workloads.client_registry import register_client, unregister_client
 from workloads.completions import info_completion
@@ -63,6 +66,7 @@ def drain_main(conn, args: dict, parent_pid: int) -> None:
             conn.send({"_alive": True})
 
     start_ns = args.pop("start_ns")
+    kafka_client.use(args.pop("library"), args.pop("library_version"), on_jvm=lambda pid: conn.send({"_jvm": pid}))
     try:
         drain(
             _PipeWriter(conn, start_ns),
@@ -73,6 +77,8 @@ def drain_main(conn, args: dict, parent_pid: int) -> None:
         )
     except BaseException as exc:  # handed to the controller, which raises it
         conn.send({"_error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        kafka_client.release()
 
 
 class _Attempt:
@@ -89,6 +95,7 @@ class _Attempt:
         self.abandoned: str | None = None  # given up on: "hung" (silent, killed) or "died"
         self.how: str = ""  # the same, said for the progress line
         self.detail: dict = {}  # silent_s (hung) or exit_code (died)
+        self.jvms: list[int] = []  # the JVMs it started (Kafka's Java client), listed in the registry
 
 
 def guarded_drain(
@@ -104,6 +111,8 @@ def guarded_drain(
     log_path: str | None = None,
     client_config: dict | None = None,
     hang_s: float = HANG_S,
+    library: str = kafka_client.LIBRDKAFKA,
+    library_version: str | None = None,
 ) -> dict:
     """workloads.drain.drain in a child process, with a new child for a
     wedged one; returns the test.json "drain" field."""
@@ -124,6 +133,8 @@ def guarded_drain(
             "log_path": log_path,
             "client_config": client_config,
             "start_ns": writer.start_ns,
+            "library": library,
+            "library_version": library_version,
         }
         attempt = _run_child(mp, writer, args, lab_name, progress, hang_s, deadline)
         if attempt.error is not None:
@@ -189,6 +200,8 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
                     break
                 heard = time.monotonic()
                 _take(attempt, writer, message, progress)
+                if "_jvm" in message:
+                    register_client(lab_name, message["_jvm"])
                 continue
             silent = time.monotonic() - heard
             if silent > hang_s or time.monotonic() > deadline + hang_s:
@@ -204,9 +217,10 @@ def _run_child(mp, writer, args: dict, lab_name: str, progress, hang_s: float, d
             proc.join(EXIT_WAIT_S)
     finally:
         if proc.is_alive():
-            proc.kill()  # SIGKILL also ends a stopped process
+            signal_client(proc.pid, signal.SIGKILL)  # also a stopped process; with its JVM, if any
         proc.join()
-        unregister_client(lab_name, proc.pid)
+        for pid in [proc.pid, *attempt.jvms]:
+            unregister_client(lab_name, pid)
         parent.close()
     if attempt.abandoned and attempt.pending is not None:  # it may have happened: unknown
         attempt.open_f = attempt.pending["f"]
@@ -224,6 +238,8 @@ def _take(attempt: _Attempt, writer, message: dict, progress) -> None:
     elif "_progress" in message:
         if progress:
             progress(message["_progress"])
+    elif "_jvm" in message:
+        attempt.jvms.append(message["_jvm"])
     elif "_behind" in message:
         attempt.behind = {int(k): o for k, o in message["_behind"].items()}
     elif "_alive" not in message:

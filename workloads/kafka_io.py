@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
-
 from workloads import outcomes
+from workloads.kafka_client import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 QUIET_ERRORS = {KafkaError._PARTITION_EOF}
 
@@ -181,15 +180,23 @@ class StatsWatch:
         except ValueError:
             pass
 
+    def assigned(self) -> tuple[int, int] | None:
+        """(producer id, epoch) of the latest snapshot, if it had them (at most
+        statistics.interval.ms old)."""
+        eos = self.latest
+        if eos and eos.get("producer_id", -1) >= 0 and eos.get("idemp_state") == "Assigned":
+            return int(eos["producer_id"]), int(eos["producer_epoch"])
+        return None
+
     def wait_assigned(self, producer, timeout_s: float = 3.0) -> tuple[int | None, int | None]:
         """Waits for a snapshot with an assigned producer id; (None, None) if none came."""
         self.latest = None
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             producer.poll(0.05)
-            eos = self.latest
-            if eos and eos.get("producer_id", -1) >= 0 and eos.get("idemp_state") == "Assigned":
-                return int(eos["producer_id"]), int(eos["producer_epoch"])
+            found = self.assigned()
+            if found is not None:
+                return found
         return None, None
 
 

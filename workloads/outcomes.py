@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException
+from workloads.kafka_client import KafkaError, KafkaException
 
 # Phases of an operation in which an error can surface.
 SEND = "send"  # a produce's delivery report (non-transactional)

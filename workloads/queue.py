@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
-
 from workloads import outcomes
 from workloads.client import Client
 from workloads.generators import Pacer, Plans
+from workloads.kafka_client import Consumer, KafkaException, Producer
 from workloads.kafka_io import (
     KeyMap,
     RebalanceLog,

@@ -6,7 +6,10 @@ on purpose (a definite failure: `fail`, error "aborted-on-purpose"). Polling
 through a group (--subscribe) commits the read positions inside the
 transaction with send_offsets_to_transaction (commit mops). Every producer
 instance starts with a recorded `init` op whose `ok` completion carries the
-producer id and epoch that librdkafka's statistics report.
+producer id and epoch it was given, and each `txn` completion carries the
+ones its transaction ran under, where known (TransactionalProducer.ids):
+under transaction protocol v2 (KIP-890, Kafka's Java client 4.x on brokers
+with transaction.version=2) the epoch grows with every transaction.
 """
 
 from __future__ import annotations
@@ -14,13 +17,12 @@ from __future__ import annotations
 import random
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
-
-from workloads import outcomes
+from workloads import kafka_client, outcomes
 from workloads.client import Client
 from workloads.completions import with_unperformed_sends
 from workloads.conductor import Conductor
 from workloads.generators import Pacer, Plans, TxnPlan
+from workloads.kafka_client import Consumer, KafkaException, Producer
 from workloads.kafka_io import (
     KeyMap,
     RebalanceLog,
@@ -72,12 +74,20 @@ class TransactionalProducer:
             outcome = outcomes.classify(exc, outcomes.INIT)
             client.complete(outcome.type, error=outcome.error)
             return False
-        producer_id, epoch = self.stats.wait_assigned(self.producer)
+        producer_id, epoch = kafka_client.producer_ids(self.producer) or self.stats.wait_assigned(self.producer)
         known = {}
         if producer_id is not None:
             known = {"producer_id": producer_id, "epoch": epoch}
         client.complete("ok", **known)
         return True
+
+    def ids(self) -> dict:
+        """The producer id and epoch this instance runs under now, where known: read at
+        once from the Java client's transaction manager, or librdkafka's latest statistics
+        (at most statistics.interval.ms old: librdkafka changes neither within an
+        instance except by an epoch bump after an abortable error)."""
+        found = kafka_client.producer_ids(self.producer) or self.stats.assigned()
+        return {"producer_id": found[0], "epoch": found[1]} if found else {}
 
     def abandon(self) -> None:
         abandon_producer(self.producer)
@@ -121,6 +131,7 @@ class TxnRunner:
         commit_tried = False
         producer = tp.producer
         polls = 0
+        ids: dict = {}  # the producer id and epoch the transaction runs under
 
         def on_delivery(mop):
             def callback(err, msg):
@@ -146,7 +157,7 @@ class TxnRunner:
                     producer.poll(0.01)
 
         def extras() -> dict:
-            fields = {}
+            fields = dict(ids)
             if commit_time is not None:
                 fields["commit_time"] = commit_time
             if rebalance is not None:
@@ -169,6 +180,7 @@ class TxnRunner:
 
         try:
             producer.begin_transaction()
+            ids.update(tp.ids())
             for mop in mops:
                 if mop["f"] == "send":
                     send(dict(mop))

@@ -53,6 +53,11 @@ class Claim:
         """`gregor run` arguments of one side (without lab, store and name)."""
         return options_to_argv({**self.options(side, time_limit), "seed": seed})
 
+    def client(self, side: str, default: str) -> str:
+        """The client library of a side's runs: the one the claim pins, else `default`
+        (`gregor scenarios --client`)."""
+        return str(self.options(side).get("client") or default)
+
     def describe_side(self, side: str) -> str:
         """The side's own settings in words, e.g. "acks=1"."""
         return ", ".join(f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()) or "as shared"
@@ -124,13 +129,14 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
     return claim
 
 
-def check_run_options(claim: Claim, side: str):
-    """The side's options through `gregor run`'s own parser and checks: its RunConfig."""
+def check_run_options(claim: Claim, side: str, extra: list[str] | None = None):
+    """The side's options (and `extra` arguments, e.g. the catalogue's --client) through
+    `gregor run`'s own parser and checks: its RunConfig."""
     from harness.controller import run_cli
 
     parser = _RaisingParser(prog="gregor run")
     run_cli.add_arguments(parser)
-    argv = claim.run_arguments(side, seed=0) + ["--data-on", claim.storage]
+    argv = claim.run_arguments(side, seed=0) + ["--data-on", claim.storage] + list(extra or [])
     try:
         return run_cli.validate(parser.parse_args(argv))
     except GregorError as error:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from harness.controller.lab_options import backend_flags
 from harness.lab import Lab, lab_name
+from workloads.kafka_client import LIBRDKAFKA
 
 DEMO_RUN = [
     "--workload",
@@ -49,6 +50,8 @@ def demo_arguments(
     backend: str = "local",
     system: str = "kafka",
     backend_options: dict | None = None,
+    client: str = LIBRDKAFKA,
+    client_version: str | None = None,
 ) -> list[str]:
     """The `gregor run` arguments of the demo (also shown to the user)."""
     argv = [
@@ -67,6 +70,8 @@ def demo_arguments(
     ]
     if version:
         argv += ["--version", version]
+    if client != LIBRDKAFKA or client_version:
+        argv += ["--client", client] + (["--client-version", client_version] if client_version else [])
     return argv
 
 
@@ -80,11 +85,13 @@ def run_demo(
     backend: str = "local",
     system: str = "kafka",
     backend_options: dict | None = None,
+    client: str = LIBRDKAFKA,
+    client_version: str | None = None,
 ) -> int:
     from harness.controller import run_cli
 
     lab = lab_name(name, backend)
-    argv = demo_arguments(time_limit, lab, version, store, backend, system, backend_options)
+    argv = demo_arguments(time_limit, lab, version, store, backend, system, backend_options, client, client_version)
     parser = argparse.ArgumentParser(prog="gregor run")
     run_cli.add_arguments(parser)
     args = parser.parse_args(argv)

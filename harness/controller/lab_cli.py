@@ -1,10 +1,11 @@
-"""`gregor lab up|status|down`, `gregor kafka install`, `gregor demo`."""
+"""`gregor lab up|status|down`, `gregor kafka|kfake|tansu|java install`, `gregor demo`."""
 
 from __future__ import annotations
 
 import json
 
 from ground.errors import GregorError
+from ground.options import add_options
 from ground.signals import sigterm_as_interrupt
 from harness.controller.lab_options import (
     add_client_config_argument,
@@ -14,6 +15,7 @@ from harness.controller.lab_options import (
     client_config,
     system_options,
 )
+from harness.controller.run_config import CLIENT_OPTIONS
 from harness.systems.kafka import config as kafka_config
 from harness.systems.kafka import install as kafka_install
 
@@ -68,7 +70,7 @@ def register(subparsers) -> None:
             "--version",
             default=default,
             metavar="V",
-            help=f"the version (default {default or kafka_install.DEFAULT_VERSION})",
+            help=f"the version (default {default or DEFAULT_NAMES.get(system, kafka_install.DEFAULT_VERSION)})",
         )
         install.add_argument("--list", action="store_true", help=listing)
         install.set_defaults(func=cmd_install, system=system)
@@ -80,6 +82,7 @@ def register(subparsers) -> None:
     demo.add_argument("--time-limit", type=int, default=60, help="seconds of faults and load (default 60)")
     demo.add_argument("--store", default="store", help="store directory (default ./store)")
     demo.add_argument("--keep-lab", action="store_true", help="leave the lab up afterwards")
+    add_options(demo, CLIENT_OPTIONS)
     demo.set_defaults(func=cmd_demo)
 
 
@@ -170,6 +173,9 @@ def cmd_lab_down(args) -> int:
     return 0
 
 
+# what an installer's default version is, where it is not a version of ours
+DEFAULT_NAMES = {"java": "the newest on Maven Central"}
+
 # system -> (what it is, what install does, default --version, what --list lists)
 INSTALLERS = {
     "kafka": (
@@ -189,6 +195,12 @@ INSTALLERS = {
         "build Tansu (about 11 minutes on 2 cores, once per version)",
         None,
         "list the versions crates.io has and exit",
+    ),
+    "java": (
+        "Kafka's Java client (kafka-clients from Maven Central) for `gregor run --client java`",
+        "fetch a kafka-clients version and compile Gregor's driver against it (cached per version)",
+        None,
+        "list the kafka-clients versions Maven Central has (3.8.0 on) and exit",
     ),
 }
 
@@ -210,6 +222,15 @@ def _installer(system: str):
             None,
             build.installed,
             lambda v: build.build(v, progress=_say),
+        )
+    if system == "java":
+        from workloads.java_client import build as java_build
+
+        return (
+            lambda: list(reversed(java_build.maven_versions())),
+            None,
+            java_build.installed,
+            lambda v: java_build.install(v, progress=_say),
         )
     from harness.systems.tansu import install
 
@@ -248,4 +269,6 @@ def cmd_demo(args) -> int:
             backend=args.backend,
             system=args.system,
             backend_options=backend_options(args),
+            client=args.client,
+            client_version=args.client_version,
         )

@@ -29,6 +29,7 @@ from workloads.context import RunContext
 from workloads.drain import OffsetsLearned
 from workloads.guarded_drain import guarded_drain
 from workloads.history_writer import HistoryWriter
+from workloads.kafka_client import JAVA
 from workloads.store import new_run_dir, write_json
 
 PACED_ROLES = {"producer", "txn", "zombie", "feeder"}
@@ -68,7 +69,7 @@ def topic_partitions(keys: dict, per_topic: int) -> dict[str, int]:
     return topics
 
 
-def versions() -> dict:
+def versions(cfg: RunConfig | None = None) -> dict:
     found = {"python": sys.version.split()[0]}
     for package in ("gregor", "confluent-kafka"):
         try:
@@ -81,6 +82,34 @@ def versions() -> dict:
         found["librdkafka"] = confluent_kafka.libversion()[0]
     except ImportError:
         pass
+    if cfg is not None and cfg.client == JAVA:
+        found["kafka-clients"] = cfg.client_version
+    return found
+
+
+def prepare_client(cfg: RunConfig) -> None:
+    """Kafka's Java client of the run's version, built now where it is missing (Maven, javac,
+    a class-data archive: a minute or two, said as it goes), so no client waits for it."""
+    if cfg.client == JAVA:
+        from workloads.java_client import build
+
+        build.install(cfg.client_version, progress=say)
+
+
+def transaction_protocol_seen(lab, cfg: RunConfig, run_id: str) -> dict | None:
+    """test.json's "transaction_protocol": what the brokers' transaction log says each of the
+    run's transactional ids used (a transactional run on a system that can tell)."""
+    if not cfg.transactional:
+        return None
+    reader = getattr(lab.system, "transaction_log", None)
+    if reader is None:
+        return {"error": f"the {lab.system.name} system's transaction log cannot be read"}
+    found = reader(lab, f"gregor-{run_id}-")
+    if "error" in found:
+        say(f"transaction protocol: not read ({found['error']})")
+    else:
+        counts = found["transactional_ids"]
+        say(f"transaction protocol: {found['protocol']} ({counts['v2']} id(s) v2, {counts['classic']} classic)")
     return found
 
 
@@ -294,6 +323,7 @@ class Progress:
 
 def run(cfg: RunConfig) -> int:
     module = workload_module(cfg.workload)
+    prepare_client(cfg)
     lab = open_lab(cfg)
     heal_before(lab)
     cluster = learn_cluster(lab, cfg)
@@ -335,7 +365,7 @@ def run(cfg: RunConfig) -> int:
         "cluster": cluster,
         # names only: the values may be credentials (never written to a run's files)
         "client_config_keys": sorted(cfg.client_config or {}),
-        "versions": versions(),
+        "versions": versions(cfg),
         "nemesis": {"faults": cfg.nemesis, "interval_s": cfg.nemesis_interval, "targets": cfg.nemesis_targets},
         "drain": {"time_limit_s": cfg.drain_time_limit, "complete": False},
         "run": cfg.as_options(),
@@ -442,12 +472,17 @@ def run(cfg: RunConfig) -> int:
             progress=say,
             log_path=os.path.join(run_dir, "clients", "drain.log"),
             client_config=cfg.client_config,
+            library=cfg.client,
+            library_version=cfg.client_version,
         )
         say(
             f"drain: {'complete' if test['drain']['complete'] else 'INCOMPLETE'} after "
             f"{test['drain']['seconds']} s, {test['drain']['records']} records"
         )
     writer.close()
+    protocol = transaction_protocol_seen(lab, cfg, os.path.basename(run_dir))
+    if protocol is not None:
+        test["transaction_protocol"] = protocol
     test["events"] = writer.size
     write_json(test_path, test)
     say(f"history: {writer.size} events in {os.path.join(run_dir, 'history.jsonl')}")

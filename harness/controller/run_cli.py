@@ -136,6 +136,7 @@ def validate(args) -> RunConfig:
             )
     settle_replication(values)
     check_partitions(values)
+    settle_client(values)
     values["nemesis_targets"] = check_faults_possible(
         values["backend"], nemesis, values["system"], values["system_options"], values["nemesis_targets"]
     )
@@ -155,6 +156,32 @@ def validate(args) -> RunConfig:
         workload == "zombie" and values["zombie_kind"] == "transactional"
     )
     return RunConfig(**values)
+
+
+def settle_client(values: dict) -> None:
+    """The client library's version, as resolved (the Java client's newest, or the installed
+    librdkafka's), and, for Kafka's Java client, a JDK and settings it can honour."""
+    from workloads import kafka_client
+
+    version = values["client_version"]
+    if values["client"] == kafka_client.LIBRDKAFKA:
+        installed = kafka_client.librdkafka_version()
+        if version not in (None, installed):
+            raise GregorError(
+                f"--client-version {version}: librdkafka's version is the installed confluent-kafka's "
+                f"({installed}); --client-version chooses the Java client's (with --client java)"
+            )
+        values["client_version"] = installed
+        return
+    from workloads.java_client import build, config_table
+
+    if build.installed(version or "") is None:
+        build.require_jdk()  # what building needs; a built driver needs only java
+    build.java()
+    values["client_version"] = build.resolve_version(version)
+    config_table.check_settings(
+        values["producer_config"], values["consumer_config"], values["client_config"] or {}, "--client java"
+    )
 
 
 def settle_replication(values: dict) -> None:

@@ -44,6 +44,7 @@ from harness.controller.lab_options import (
     system_options,
 )
 from nemesis.options import NEMESIS_OPTIONS
+from workloads.kafka_client import CLIENTS, LIBRDKAFKA
 
 WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
 ALWAYS, AWAY = "always", "away from its default"  # when test.json's "client" records a setting
@@ -126,6 +127,12 @@ def pairs(refused: Callable[[], dict]):
 def workload_name(flag: str, raw) -> str:
     if raw not in WORKLOADS:
         raise GregorError(f"unknown workload {raw!r}; choose one of " + ", ".join(WORKLOADS))
+    return raw
+
+
+def client_name(flag: str, raw) -> str:
+    if raw not in CLIENTS:
+        raise GregorError(f"unknown client {raw!r}; the clients are {', '.join(CLIENTS)}")
     return raw
 
 
@@ -305,6 +312,24 @@ class RunConfig:
     name: str = option("--name", "test name (default kafka-<workload>)")
     drain_time_limit: float = option("--drain-time-limit", "seconds the final drain may take", "60", parse=positive)
     # the clients
+    client: str = option(
+        "--client",
+        "the Kafka client library of every client: librdkafka (default, through confluent-kafka) or "
+        "java (Kafka's own Java client, org.apache.kafka:kafka-clients; docs/CLIENTS.md)",
+        LIBRDKAFKA,
+        metavar="|".join(CLIENTS),
+        parse=client_name,
+        client="library",
+        record="library",
+    )
+    client_version: str | None = option(
+        "--client-version",
+        "the Java client's version (default: the newest on Maven Central, built on first use); "
+        "librdkafka's is the installed confluent-kafka's",
+        metavar="V",
+        client="library.version",
+        record="library.version",
+    )
     acks: str = option(
         "--acks",
         "acks of every producer: all (the same as -1), 1 or 0 (default all)",
@@ -576,6 +601,8 @@ def _copied(value):
 
 SETTINGS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(RunConfig)}
 OPTIONS: tuple[Option, ...] = tuple(option for s in SETTINGS.values() for option in s.options)
+# the client library and its version, which `gregor demo` and `gregor scenarios` pass on to their runs
+CLIENT_OPTIONS: tuple[Option, ...] = (SETTINGS["client"].option, SETTINGS["client_version"].option)
 
 
 def options_to_argv(settings: dict) -> list[str]:

@@ -21,9 +21,12 @@ from pathlib import Path
 
 from ground.atomic import write_json
 from ground.errors import GregorError
+from ground.options import add_options
 from ground.signals import sigterm_as_interrupt
 from harness.controller import catalogue
 from harness.controller.lab_options import add_lab_arguments
+from harness.controller.run_config import CLIENT_OPTIONS, client_name
+from workloads.kafka_client import LIBRDKAFKA
 
 DEFAULT_LAB = "gscen"  # its own lab: the catalogue brings labs up and down
 RUN_OVERHEAD_S = 600  # lab reuse, topics, drain, client stops: beyond the time limit
@@ -52,6 +55,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--keep-lab", action="store_true", help="leave the last lab up")
     add_lab_arguments(parser)
+    add_options(parser, CLIENT_OPTIONS)  # for every claim that does not pin its client
     parser.set_defaults(func=main)
 
 
@@ -68,6 +72,13 @@ def main(args) -> int:
         raise GregorError(f"--time-limit must be positive, got {args.time_limit}")
     from harness.lab import lab_name
 
+    client_name("--client", args.client)
+    if args.client != LIBRDKAFKA or args.client_version:
+        client = ["--client", args.client] + (["--client-version", args.client_version] if args.client_version else [])
+        for claim in claims:  # a setting the client cannot honour is refused before anything starts
+            for side in catalogue.SIDES:
+                if "client" not in claim.options(side):
+                    catalogue.check_run_options(claim, side, client)
     lab = lab_name(args.lab or DEFAULT_LAB, args.backend)
     with sigterm_as_interrupt():
         summary = Catalogue(
@@ -81,6 +92,8 @@ def main(args) -> int:
             system=args.system,
             version=args.version,
             keep_lab=args.keep_lab,
+            client=args.client,
+            client_version=args.client_version,
         ).run()
     findings = [c["name"] for c in summary["claims"] if c["figures"]["safe"]["hits"]]
     print(f"scenarios: {summary['page']}")
@@ -109,8 +122,11 @@ class Catalogue:
         version: str | None = None,
         keep_lab: bool = False,
         progress=say,
+        client: str = LIBRDKAFKA,
+        client_version: str | None = None,
     ):
         self.claims, self.runs, self.seed, self.time_limit = claims, runs, seed, time_limit
+        self.client, self.client_version = client, client_version
         self.lab, self.backend, self.system, self.version = lab, backend, system, version
         self.keep_lab, self.progress = keep_lab, progress
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -129,6 +145,8 @@ class Catalogue:
             "backend": backend,
             "system": system,
             "version": version,
+            "client": client,
+            "client_version": client_version,
             "lab": lab,
             "finished": False,
             "command": "gregor " + " ".join(sys.argv[1:]) if sys.argv[1:] else None,
@@ -146,13 +164,21 @@ class Catalogue:
             "sides": {
                 side: {
                     "settings": claim.describe_side(side),
-                    "arguments": claim.run_arguments(side, self.seed, self.time_limit),
+                    "client": claim.client(side, self.client),
+                    "arguments": claim.run_arguments(side, self.seed, self.time_limit)
+                    + self.client_arguments(claim, side),
                     "runs": [],
                 }
                 for side in catalogue.SIDES
             },
             "figures": {side: catalogue.side_figures([], side) for side in catalogue.SIDES},
         }
+
+    def client_arguments(self, claim, side: str) -> list[str]:
+        """`--client` (and `--client-version`) of the catalogue, for a side that pins no client."""
+        if "client" in claim.options(side):
+            return []
+        return ["--client", self.client] + (["--client-version", self.client_version] if self.client_version else [])
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> dict:
@@ -220,6 +246,7 @@ class Catalogue:
             "harness.cli",
             "run",
             *claim.run_arguments(side, seed, self.time_limit),
+            *self.client_arguments(claim, side),
             "--lab",
             self.lab,
             "--backend",

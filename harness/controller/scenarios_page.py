@@ -72,8 +72,8 @@ def render(summary: dict) -> str:
         + "</div>"
     )
     table = (
-        '<table class="claims"><thead><tr><th>claim</th><th>unsafe side</th><th>safe side</th></tr></thead>'
-        f"<tbody>{rows}</tbody></table>"
+        '<table class="claims"><thead><tr><th>claim</th><th>client</th><th>unsafe side</th><th>safe side</th>'
+        f"</tr></thead><tbody>{rows}</tbody></table>"
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
@@ -98,7 +98,20 @@ def claim_row(claim: dict, summary: dict) -> str:
         + "".join(f'<div class="note">{esc(e)}</div>' for e in extra)
         + "</td>"
     )
-    return f"<tr>{cell}{side_cell(claim, 'unsafe')}{side_cell(claim, 'safe')}</tr>"
+    return f"<tr>{cell}{client_cell(claim, summary)}{side_cell(claim, 'unsafe')}{side_cell(claim, 'safe')}</tr>"
+
+
+def client_cell(claim: dict, summary: dict) -> str:
+    """The client library of the claim's runs (per side where a claim pins them apart); a
+    catalogue written before the Java client ran librdkafka everywhere."""
+    default = summary.get("client") or "librdkafka"
+    clients = {side: claim["sides"][side].get("client") or default for side in ("unsafe", "safe")}
+    version = summary.get("client_version")
+    if clients["unsafe"] == clients["safe"]:
+        text = clients["safe"] + (f" {version}" if version and clients["safe"] == default else "")
+    else:
+        text = f"unsafe: {clients['unsafe']}, safe: {clients['safe']}"
+    return f'<td class="client">{esc(text)}</td>'
 
 
 def side_cell(claim: dict, side: str) -> str:

@@ -74,6 +74,26 @@ def test_an_entry_becomes_gregor_run_arguments_side_over_shared(tmp_path):
     assert claim.lab == {"replica.lag.time.max.ms": "5000"}
 
 
+def test_a_claim_may_pin_its_client_and_the_others_run_on_the_catalogues(tmp_path):
+    from harness.controller.scenarios import Catalogue
+
+    claims = catalogue.load(
+        write(
+            tmp_path,
+            GOOD
+            + GOOD.replace("demo-claim", "java-claim").replace(
+                'workload = "queue"', 'workload = "queue"\nclient = "java"'
+            ),
+        )
+    )
+    assert [c.client("safe", "librdkafka") for c in claims] == ["librdkafka", "java"]
+    run = Catalogue(claims, 1, 1, 10, str(tmp_path / "store"), "gscen", client="java", client_version="4.3.1")
+    assert run.client_arguments(claims[0], "safe") == ["--client", "java", "--client-version", "4.3.1"]
+    assert run.client_arguments(claims[1], "safe") == []  # pinned: its own --client is in its arguments
+    assert claims[1].run_arguments("safe", 1).count("--client") == 1
+    assert run.summary["claims"][1]["sides"]["unsafe"]["client"] == "java"
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -13,6 +13,7 @@ from ground.errors import GregorError
 from ground.options import REPEAT, SWITCH, Option, to_argv
 from harness.controller import run_cli
 from harness.controller.run_config import OPTIONS, SETTINGS, RunConfig, options_to_argv
+from workloads.kafka_client import librdkafka_version
 
 # Options whose text validate turns into a number, with the error "x" gets.
 WHOLE = (
@@ -129,6 +130,8 @@ def test_the_clients_options_and_test_json_sections_follow_the_declarations():
         "--workload", "txn", "--acks", "1", "--hang", "between", "--producer-config", "linger.ms=5", "--retries", "2"
     )
     assert cfg.client_options() == {
+        "library": "librdkafka",
+        "library.version": librdkafka_version(),
         "acks": "1",
         "enable.idempotence": True,
         "isolation.level": "read_committed",
@@ -148,6 +151,8 @@ def test_the_clients_options_and_test_json_sections_follow_the_declarations():
     # a transactional producer acks all whatever --acks says; only settings away from
     # their default are recorded after transaction.timeout.ms, and hang.s with a hang
     assert list(cfg.client_record().items()) == [
+        ("library", "librdkafka"),
+        ("library.version", librdkafka_version()),
         ("acks", "all"),
         ("enable.idempotence", True),
         ("isolation.level", "read_committed"),
@@ -225,3 +230,17 @@ def test_settings_become_arguments_by_their_declared_shape():
         with pytest.raises(GregorError, match=message):
             options_to_argv(settings)
     assert to_argv([Option("--x", "x")], {"x": 3}) == ["--x", "3"]
+
+
+def test_the_client_is_librdkafka_or_java_and_bad_ones_get_one_line(tmp_path, monkeypatch):
+    with pytest.raises(GregorError, match=r"^unknown client 'rust'; the clients are librdkafka, java$"):
+        config("--workload", "txn", "--client", "rust")
+    with pytest.raises(GregorError, match=r"^--client-version 9\.9: librdkafka's version is the installed"):
+        config("--workload", "txn", "--client-version", "9.9")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java, javac nor mvn
+    with pytest.raises(GregorError) as no_jdk:
+        config("--workload", "txn", "--client", "java", "--client-version", "4.4.0-not-built")
+    assert str(no_jdk.value) == (
+        "--client java needs a JDK 17+ (java, javac) and Maven, and java, javac, mvn are not found; "
+        "install them: apt-get install openjdk-17-jdk-headless maven"
+    )

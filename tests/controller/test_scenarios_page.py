@@ -91,13 +91,33 @@ def test_rows_rates_findings_and_links():
     page = render(summary())
     cells = Cells()
     cells.feed(page)
-    assert cells.classes == ["claim", "side shown", "side clean", "claim", "side shown", "side finding"]
+    assert cells.classes == [
+        "claim",
+        "client",
+        "side shown",
+        "side clean",
+        "claim",
+        "client",
+        "side shown",
+        "side finding",
+    ]
+    assert page.count('<td class="client">librdkafka</td>') == 2  # written before the Java client: librdkafka
     assert "detected in 1/2 runs" in page and "no bad anomaly in 2/2 runs" in page
     assert "detected in 1/1 run (1 failed)" in page and "no bad anomaly in 1/2 runs" in page
     assert "Red findings: the safe side of broken showed bad anomalies" in page
     assert "median time to the first bad anomaly: 41.0 s" in page
     assert "runs/x/20261121T000000/report.html" in cells.links and "logs/x-2.log" in cells.links
     assert cells.scripts == 0 and "&lt;script&gt;" in page and "&lt;b&gt;bold" in page
+
+
+def test_the_client_column_names_the_catalogues_client_and_a_claims_own():
+    pinned = claim("pinned", [run()], [run()])
+    pinned["sides"]["safe"]["client"] = "librdkafka"  # the claim pins its safe side's client
+    page = render(
+        {**summary(), "client": "java", "client_version": "4.4.0", "claims": [claim("a", [run()], [run()]), pinned]}
+    )
+    assert '<td class="client">java 4.4.0</td>' in page
+    assert '<td class="client">unsafe: java, safe: librdkafka</td>' in page
 
 
 def test_a_claim_not_run_yet_says_so():

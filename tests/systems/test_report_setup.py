@@ -65,3 +65,22 @@ def test_kfake_shows_its_brokers_in_one_process(tmp_path):
         },
     )
     assert '<div class="k">brokers</div><div class="v">3 in one process (no replication)</div>' in page
+
+
+def test_the_java_client_and_the_protocol_its_brokers_recorded(tmp_path):
+    page = setup_of(
+        tmp_path,
+        {"backend": "local", "system": "kafka", "version": "4.4.0", "transaction.version": 2},
+        client={"library": "java", "library.version": "4.4.0"},
+        transaction_protocol={"protocol": "v2", "transactional_ids": {"v2": 4, "classic": 0}},
+    )
+    assert '<div class="k">client</div><div class="v">Kafka&#x27;s Java client (kafka-clients 4.4.0)</div>' in page
+    assert "the brokers&#x27; transaction log shows the run&#x27;s transactional ids used v2 (4 v2, 0 classic)" in page
+    assert "do not implement transaction protocol v2" not in page
+
+
+def test_a_run_before_the_java_client_shows_librdkafka(tmp_path):
+    page = setup_of(
+        tmp_path, {"backend": "local", "system": "kafka", "version": "3.9.1"}, versions={"librdkafka": "2.5.0"}
+    )
+    assert '<div class="k">client</div><div class="v">librdkafka 2.5.0 (under confluent-kafka)</div>' in page

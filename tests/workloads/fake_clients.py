@@ -16,6 +16,7 @@ def make_client(spec, link):
         "committer": CommittingClient,
         "processor": ProcessingConsumer,
         "holder": HoldingClient,
+        "jvm": JvmHolder,
     }
     return kinds.get(spec.role, FakeClient)(spec, link)
 
@@ -83,3 +84,17 @@ class HoldingClient(FakeClient):
         time.sleep(0.6)
         self.complete("ok", [dict(m, offset=1) for m in mops])
         time.sleep(0.6)
+
+
+class JvmHolder(FakeClient):
+    """A client on Kafka's Java client (its spec's options name the library): it builds a
+    producer, which starts the process's JVM without reaching any broker, and idles."""
+
+    def start(self):
+        super().start()
+        from workloads.kafka_client import Producer
+
+        self.producer = Producer({"bootstrap.servers": "127.0.0.1:9", "client.id": "gregor-holder"})
+
+    def step(self):
+        time.sleep(0.05)

@@ -6,10 +6,10 @@ A unit test of one module: the producer is a stand-in that raises at the
 step under test; the real one is exercised by the workload lab tests."""
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 
 from workloads.client import Client, ClientSpec
 from workloads.completions import with_unperformed_sends
+from workloads.kafka_client import KafkaError, KafkaException
 from workloads.kafka_io import KeyMap
 from workloads.txn import TxnRunner, needs_new_instance
 
@@ -72,11 +72,14 @@ class Producer:
 
 
 class Instance:
-    def __init__(self, producer):
-        self.producer, self.txn_id, self.unusable = producer, "tx", None
+    def __init__(self, producer, ids=None):
+        self.producer, self.txn_id, self.unusable, self._ids = producer, "tx", None, ids or {}
+
+    def ids(self):
+        return dict(self._ids)
 
 
-def run_one(producer, abort=False):
+def run_one(producer, abort=False, ids=None):
     spec = ClientSpec(
         slot=0,
         process=0,
@@ -94,7 +97,7 @@ def run_one(producer, abort=False):
     link = Link()
     client = Client(spec, link)
     mops = [{"f": "send", "key": 0, "value": 3}, {"f": "poll"}, {"f": "send", "key": 1, "value": 4}]
-    tp = Instance(producer)
+    tp = Instance(producer, ids)
     done = TxnRunner(client, KeyMap(KEYS)).run(tp, mops, abort)
     return [e for e in link.events if "type" in e], done, tp  # history events, not the pool's messages
 
@@ -109,6 +112,16 @@ def test_every_completion_repeats_the_invoke_sends(step):
     invoke, completion = events
     assert sends(completion) == sends(invoke) == [(0, 3), (1, 4)]
     assert completion["type"] == ("ok" if step is None else "fail")
+
+
+@pytest.mark.parametrize("step", [None, "produce", "commit"])
+def test_a_completion_carries_the_ids_its_transaction_ran_under(step):
+    """Read once begin_transaction returned (under protocol v2 the epoch grows with every
+    transaction); a transaction whose begin failed names none."""
+    _, done, _ = run_one(Producer(step), ids={"producer_id": 7, "epoch": 12})
+    assert (done["producer_id"], done["epoch"]) == (7, 12)
+    _, begun_not, _ = run_one(Producer("begin"), ids={"producer_id": 7, "epoch": 12})
+    assert "epoch" not in begun_not and "producer_id" not in begun_not
 
 
 def test_a_fenced_begin_fails_with_the_sends_listed_and_no_offset():

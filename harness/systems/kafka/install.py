@@ -12,15 +12,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from xml.etree import ElementTree
 
-from ground.atomic import write_atomic
+from ground import maven
 from ground.errors import GregorError
 from ground.paths import cache_dir
 
@@ -33,9 +29,6 @@ DEFAULT_VERSION = "3.9.1"
 # kafka_2.13), never a list of ours; Gregor runs those from 3.8.0 on (KRaft
 # with its current storage format and config, no ZooKeeper).
 OLDEST = (3, 8, 0)
-CENTRAL = "https://repo1.maven.org/maven2"
-METADATA_PATH = "org/apache/kafka/kafka_2.13/maven-metadata.xml"
-METADATA_MAX_AGE_S = 24 * 3600
 
 STAMP = ".gregor-installed"
 
@@ -77,6 +70,11 @@ class KafkaInstall:
         return self.home / "libs"
 
     @property
+    def tools(self) -> Path:
+        """kafka-tools, where the version needs it (ensure_tools); never on the brokers' class path."""
+        return self.home / "tools"
+
+    @property
     def classpath(self) -> str:
         return str(self.libs / "*")
 
@@ -99,52 +97,26 @@ def _key(version: str) -> tuple[int, ...]:
 
 
 def repository() -> str:
-    """Maven Central, or the mirror that $GREGOR_MAVEN_SETTINGS names (the
-    same one Maven itself is told to use)."""
-    settings = os.environ.get("GREGOR_MAVEN_SETTINGS")
-    if settings and os.path.isfile(settings):
-        try:
-            mirror = ElementTree.parse(settings).getroot().find(".//mirror/url")
-        except ElementTree.ParseError:
-            mirror = None
-        if mirror is not None and (mirror.text or "").strip():
-            return mirror.text.strip().rstrip("/")
-    return CENTRAL
+    """Maven Central, or the mirror that $GREGOR_MAVEN_SETTINGS names."""
+    return maven.repository()
 
 
 def parse_metadata(xml: str) -> list[str]:
     """Release versions (x.y.z) that Gregor can run, oldest first."""
-    found = [v.text.strip() for v in ElementTree.fromstring(xml).iter("version") if v.text]
-    releases = [v for v in found if re.fullmatch(r"\d+\.\d+\.\d+", v) and _key(v) >= OLDEST]
-    return sorted(set(releases), key=_key)
+    return maven.parse_releases(xml, OLDEST)
 
 
 def maven_versions(refresh: bool = False) -> list[str]:
     """The Kafka versions on Maven Central, asked at most once a day (cached
     in ~/.cache/gregor/kafka/maven-metadata.xml; the cache serves when the
     network does not)."""
-    cached = cache_root() / "maven-metadata.xml"
-    fresh = cached.is_file() and time.time() - cached.stat().st_mtime < METADATA_MAX_AGE_S
-    if fresh and not refresh:
-        return parse_metadata(cached.read_text())
-    url = f"{repository()}/{METADATA_PATH}"
-    try:
-        with urllib.request.urlopen(url, timeout=20) as answer:
-            xml = answer.read().decode()
-        versions = parse_metadata(xml)
-    except (OSError, ValueError, ElementTree.ParseError) as error:
-        if cached.is_file():
-            return parse_metadata(cached.read_text())
-        raise GregorError(
-            f"Maven Central is unreachable (cannot read Kafka's version list at {url}: "
-            f"{getattr(error, 'reason', error)}); check the network or proxy and retry"
-        ) from None
-    write_atomic(cached, xml)
-    return versions
+    return maven.release_versions(
+        "org.apache.kafka:kafka_2.13", cache_root() / "maven-metadata.xml", OLDEST, base=repository(), refresh=refresh
+    )
 
 
 def newest(versions: list[str], count: int = 5) -> str:
-    return ", ".join(reversed(versions[-count:]))
+    return maven.newest(versions, count)
 
 
 def check_version(version: str) -> str:
@@ -179,38 +151,56 @@ def require_installed(version: str) -> KafkaInstall:
     return found
 
 
-def _pom(version: str) -> str:
-    """A throwaway pom whose only job is to name what Maven must fetch."""
-    if int(version.split(".")[0]) >= 4:
+def _coordinates(version: str) -> list[str]:
+    """What Maven must fetch: the broker and a logging binding, so that brokers write logs."""
+    if is_4x(version):
         log4j = "2.24.3"
-        binding = f"""
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>"""
+        binding = [
+            f"org.apache.logging.log4j:log4j-slf4j-impl:{log4j}",
+            f"org.apache.logging.log4j:log4j-core:{log4j}",
+        ]
     else:
-        binding = """
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>"""
-    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>gregor</groupId><artifactId>kafka-{version}</artifactId><version>1</version>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version></dependency>{binding}
-  </dependencies>
-</project>
-"""
+        binding = ["org.slf4j:slf4j-reload4j:1.7.36"]
+    return [f"org.apache.kafka:kafka_2.13:{version}", *binding]
 
 
-def _unreachable(output: str) -> bool:
-    markers = (
-        "Could not transfer",
-        "UnknownHost",
-        "Connection refused",
-        "connect timed out",
-        "Network is unreachable",
-        "No route to host",
-        "Connect to ",
-        "Read timed out",
-    )
-    return any(marker in output for marker in markers)
+# DumpLogSegments (which decodes the transaction log, harness/systems/kafka/txn_log.py)
+# is kafka.tools.DumpLogSegments in kafka_2.13 up to 4.2.x, and
+# org.apache.kafka.tools.DumpLogSegments in the kafka-tools jar from 4.3.0 on.
+TOOLS_FROM = (4, 3, 0)
+
+
+def needs_tools(version: str) -> bool:
+    return _key(version) >= TOOLS_FROM
+
+
+def dump_log_segments(version: str) -> str:
+    """The class of Kafka's DumpLogSegments in this version."""
+    return "org.apache.kafka.tools.DumpLogSegments" if needs_tools(version) else "kafka.tools.DumpLogSegments"
+
+
+def ensure_tools(kafka: KafkaInstall, progress: Callable[[str], None] = print) -> bool:
+    """The kafka-tools jar beside the libs (not on the brokers' class path) where the
+    version keeps DumpLogSegments there; True when it is there (or not needed). Its
+    dependencies are the broker's own jars, so the one jar is fetched alone."""
+    if not needs_tools(kafka.version) or list(kafka.tools.glob("kafka-tools-*.jar")):
+        return True
+    progress(f"fetching org.apache.kafka:kafka-tools:{kafka.version} (DumpLogSegments) from Maven Central")
+    partial = kafka.home / f".tools.partial.{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        maven.fetch_jars(
+            [f"org.apache.kafka:kafka-tools:{kafka.version}"], partial, f"kafka-tools {kafka.version}", transitive=False
+        )
+    except GregorError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        progress(f"no kafka-tools {kafka.version} ({error}): the transaction log cannot be decoded")
+        return False
+    try:
+        partial.rename(kafka.tools)
+    except OSError:  # another process put it there first
+        shutil.rmtree(partial, ignore_errors=True)
+    return True
 
 
 def install(version: str | None = None, progress: Callable[[str], None] = print, mvn: str = "mvn") -> KafkaInstall:
@@ -219,49 +209,24 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
     found = installed(version)
     if found is not None:
         progress(f"Kafka {version} already installed in {found.home}")
+        ensure_tools(found, progress)
         return found
-    if shutil.which(mvn) is None:
-        raise GregorError("Maven ('mvn') not found; install it: apt-get install maven")
     home = cache_root() / version
     # Our own scratch dir, so two installs at once (setup and a test) never mix files.
     work = home.with_name(f".{version}.partial.{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    (work / "libs").mkdir(parents=True)
-    (work / "pom.xml").write_text(_pom(version))
     progress(f"fetching org.apache.kafka:kafka_2.13:{version} and its runtime dependencies from Maven Central")
-    # GREGOR_MAVEN_SETTINGS: a settings.xml for a mirror or proxy (also used by the tests).
-    settings = os.environ.get("GREGOR_MAVEN_SETTINGS")
-    result = subprocess.run(
-        [
-            mvn,
-            "-B",
-            "-ntp",
-            "-Dstyle.color=never",
-            *(["-s", settings] if settings else []),
-            "-f",
-            str(work / "pom.xml"),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={work / 'libs'}",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        output = result.stdout + result.stderr
+    try:
+        maven.fetch_jars(_coordinates(version), work / "libs", f"Kafka {version}", mvn=mvn)
+    except GregorError:
         shutil.rmtree(work, ignore_errors=True)
-        if _unreachable(output):
-            raise GregorError(
-                "Maven Central is unreachable (Maven could not download Kafka); "
-                "check the network or proxy settings in ~/.m2/settings.xml and retry"
-            )
-        last = next((line for line in output.splitlines() if "[ERROR]" in line), output.strip()[-300:])
-        raise GregorError(f"Maven failed to fetch Kafka {version}: {last.strip()}")
+        raise
     (work / "log4j.properties").write_text(_LOG4J1)
     (work / "log4j2.properties").write_text(_LOG4J2)
     (work / STAMP).write_text(version + "\n")
     if installed(version) is not None:  # another process finished first
         shutil.rmtree(work, ignore_errors=True)
+        ensure_tools(KafkaInstall(version, home), progress)
         return KafkaInstall(version, home)
     shutil.rmtree(home, ignore_errors=True)  # an unfinished install without its stamp
     try:
@@ -272,4 +237,6 @@ def install(version: str | None = None, progress: Callable[[str], None] = print,
             raise GregorError(f"could not move Kafka {version} into {home}; remove it and retry") from None
     jars = len(list((home / "libs").glob("*.jar")))
     progress(f"Kafka {version} installed: {jars} jars in {home / 'libs'}")
-    return KafkaInstall(version, home)
+    kafka = KafkaInstall(version, home)
+    ensure_tools(kafka, progress)
+    return kafka

@@ -19,7 +19,7 @@ from ground.errors import GregorError
 from ground.faults import NODE_FAULTS, POWER_LOSS
 from ground.protocols import Service
 from harness.systems import protocol_roles
-from harness.systems.kafka import config, install
+from harness.systems.kafka import config, install, txn_log
 
 
 def new_cluster_id() -> str:
@@ -86,7 +86,8 @@ class KafkaSystem:
 
     # --- the protocol ---------------------------------------------------------------
     def install(self, progress) -> None:
-        install.installed(self.version) or install.install(self.version, progress=progress)
+        kafka = install.installed(self.version) or install.install(self.version, progress=progress)
+        install.ensure_tools(kafka, progress)  # DumpLogSegments, for the transaction log (txn_log.py)
 
     def replication(self, nodes: int) -> int:
         brokers = len(self.broker_nodes_names()) if self._state else nodes
@@ -265,6 +266,11 @@ class KafkaSystem:
                 f"{controllers} dedicated (k1..k{controllers})" if controllers else "combined with brokers"
             ),
         }
+
+    def transaction_log(self, lab, prefix: str) -> dict:
+        """The transaction protocol each transactional id starting with `prefix` used, as the
+        brokers' transaction log records it (txn_log.py; test.json "transaction_protocol")."""
+        return txn_log.read(self, lab, prefix)
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing runs beside the nodes."""
