@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from checkers import allowed
 from checkers.anomaly import ANOMALY_SCHEMA
@@ -48,7 +49,6 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
-from checkers.spark import broadcast_if_small
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -353,39 +353,93 @@ def _fenced(t: Tables) -> DataFrame:
     instance's `init` completed `ok` (one row each, the earliest such init).
 
     A transaction's instance is the epoch (and producer id) on its
-    completion, else the process's last `ok` init before it.
+    completion, else the process's last `ok` init before it. An init counts
+    against a transaction when its epoch is higher and its producer id is
+    the same (or either is unknown).
+
+    The earliest such init before the commit is the earliest of all such
+    inits, when that one completed before the commit (inits ordered by
+    completion, then op). So the answer depends only on the transaction's
+    (transactional.id, producer id, epoch), asked once per distinct triple,
+    as of the inits (`_first_newer`), then joined back to the transactions
+    on that triple: sorts and windows whose work grows with the rows, where
+    pairing each transaction with every init of its id grew with their
+    product (issue 42: 25 billion pairs at 10M events of a history that
+    re-initialises after each `info` transaction).
     """
     ops = t.ops
     inits = ops.where(
-        (F.col("f") == INIT) & (F.col("type") == OK) & F.col("txn_id").isNotNull() & F.col("epoch").isNotNull()
+        (F.col("f") == INIT)
+        & (F.col("type") == OK)
+        & F.col("txn_id").isNotNull()
+        & F.col("epoch").isNotNull()
+        & F.col("complete_time").isNotNull()
+    ).select(
+        "txn_id",
+        F.col("producer_id").alias("pid"),
+        F.col("epoch"),
+        F.col("complete_time").alias("init_done"),
+        F.col("op").alias("init_op"),
     )
     txns = (
         ops.where((F.col("f") == TXN) & F.col("txn_id").isNotNull() & F.col("commit_time").isNotNull())
-        .withColumn("txn_epoch", F.coalesce("epoch", "own_epoch"))
-        .withColumn("txn_pid", F.coalesce("producer_id", "own_producer_id"))
-        .where(F.col("txn_epoch").isNotNull())
-        .select("op", "txn_id", "type", "commit_time", "txn_epoch", "txn_pid")
+        .withColumn("epoch", F.coalesce("epoch", "own_epoch"))
+        .withColumn("pid", F.coalesce("producer_id", "own_producer_id"))
+        .where(F.col("epoch").isNotNull())
+        .select("op", "txn_id", "type", "commit_time", "epoch", "pid")
     )
-    newer = broadcast_if_small(
-        inits.select(
-            "txn_id",
-            F.col("op").alias("init_op"),
-            F.col("epoch").alias("new_epoch"),
-            F.col("producer_id").alias("new_pid"),
-            F.col("complete_time").alias("init_done"),
-        ),
-        t.metrics["ok_inits"],
+    asked = txns.select("txn_id", "pid", "epoch").distinct()
+    known_pid = F.col("pid").isNotNull()
+    answers = (
+        # an init of the same producer id
+        _first_newer(asked.where(known_pid), inits.where(known_pid), ["txn_id", "pid"])
+        # an init of no known producer id, for a transaction of a known one
+        .unionByName(_first_newer(asked.where(known_pid), inits.where(~known_pid).drop("pid"), ["txn_id"]))
+        # any init, for a transaction of no known producer id
+        .unionByName(_first_newer(asked.where(~known_pid), inits.drop("pid"), ["txn_id"]))
+        .groupBy("txn_id", "pid", "epoch")
+        .agg(F.min(F.struct("init_done", "init_op")).alias("first"))
+        .select(*[F.col(c).alias("asked_" + c) for c in ("txn_id", "pid", "epoch")], "first")
     )
-    fenced = txns.join(newer, "txn_id").where(
-        (F.col("new_epoch") > F.col("txn_epoch"))
-        & (F.col("init_done") < F.col("commit_time"))
-        & (F.col("new_pid").isNull() | F.col("txn_pid").isNull() | (F.col("new_pid") == F.col("txn_pid")))
+    same = (
+        (F.col("txn_id") == F.col("asked_txn_id"))
+        & F.col("pid").eqNullSafe(F.col("asked_pid"))
+        & (F.col("epoch") == F.col("asked_epoch"))
     )
-    first = F.min(F.struct("init_done", "init_op")).alias("first")
     return (
-        fenced.groupBy("op", "type", "commit_time")
-        .agg(first)
+        txns.join(answers, same)
+        .where(F.col("first.init_done") < F.col("commit_time"))
         .select("op", "type", "commit_time", F.col("first.init_op").alias("init_op"))
+    )
+
+
+def _first_newer(asked: DataFrame, inits: DataFrame, by: list[str]) -> DataFrame:
+    """Per asked (txn_id, pid, epoch): the first of `inits` (by completion,
+    then op) with the same `by` columns and a higher epoch, as
+    (txn_id, pid, epoch, init_done, init_op); none where no init is higher.
+
+    That first init is a record: its epoch is above every epoch before it.
+    Records climb in epoch as they go on in time, so the first init above
+    an epoch is the record of the lowest epoch above it: ordered by epoch
+    from the top, the last record seen before the asked row (records of an
+    equal epoch sort after it, so they do not count)."""
+    in_time = Window.partitionBy(*by).orderBy("init_done", "init_op").rowsBetween(Window.unboundedPreceding, -1)
+    records = (
+        inits.withColumn("before", F.max("epoch").over(in_time))
+        .where(F.col("before").isNull() | (F.col("epoch") > F.col("before")))
+        .select(*by, "epoch", F.struct("init_done", "init_op").alias("record"))
+    )
+    rows = asked.select("txn_id", "pid", "epoch", F.lit(0).alias("is_record")).unionByName(
+        records.withColumn("is_record", F.lit(1)), allowMissingColumns=True
+    )
+    from_top = (
+        Window.partitionBy(*by)
+        .orderBy(F.col("epoch").desc(), "is_record")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    found = rows.withColumn("found", F.last("record", ignorenulls=True).over(from_top))
+    return found.where((F.col("is_record") == 0) & F.col("found").isNotNull()).select(
+        "txn_id", "pid", "epoch", F.col("found.init_done").alias("init_done"), F.col("found.init_op").alias("init_op")
     )
 
 

@@ -80,3 +80,70 @@ def test_unread_info_zombie_is_no_zombie(spark, tmp_path, write_run):
         op(0, "txn", [send(0, 1), send(1, 2)], type="info", txn_id="a", commit_time=4500),
     )
     assert rows(txn, spark, tmp_path, write_run, events) == []
+
+
+def _pairwise_fenced(inits, txns):
+    """The definition, pair by pair: per transaction the earliest (completion,
+    op) `ok` init of its id with a higher epoch, a compatible producer id and
+    a completion before the commit."""
+    out = set()
+    for op_, txn_id, type_, commit_time, epoch, pid in txns:
+        newer = [
+            (done, init_op)
+            for txn_id_i, pid_i, epoch_i, done, init_op in inits
+            if txn_id_i == txn_id
+            and epoch_i > epoch
+            and done < commit_time
+            and (pid_i is None or pid is None or pid_i == pid)
+        ]
+        if newer:
+            out.add((op_, type_, commit_time, min(newer)[1]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
+    """passes._fenced answers per (id, producer id, epoch) with windows; on
+    random ops (epochs going up and down, producer ids known or not, equal
+    times) it must find exactly the pairs the definition does."""
+    import random
+    from types import SimpleNamespace
+
+    from checkers import passes
+    from checkers.load import OP_COLUMNS
+
+    rng = random.Random(seed)
+    inits, txns, rows_ = [], [], []
+    for number in range(400):
+        txn_id = rng.choice(["a", "b", "c"])
+        pid = rng.choice([None, 1, 2])
+        epoch = rng.randrange(6)
+        done = rng.randrange(60)
+        row = dict.fromkeys(OP_COLUMNS)
+        row.update(op=number, txn_id=txn_id, complete_time=done)
+        if rng.random() < 0.3:
+            row.update(f="init", type=rng.choice(["ok", "ok", "info"]), epoch=epoch, producer_id=pid)
+            if row["type"] == "ok":
+                inits.append((txn_id, pid, epoch, done, number))
+        else:
+            own = rng.random() < 0.3  # the epoch known from the process's last init only
+            row.update(f="txn", type=rng.choice(["ok", "info", "fail"]), commit_time=rng.randrange(80))
+            row.update(own_epoch=epoch, own_producer_id=pid) if own else row.update(epoch=epoch, producer_id=pid)
+            txns.append((number, txn_id, row["type"], row["commit_time"], epoch, pid))
+        rows_.append(row)
+    schema = ", ".join(
+        f"`{c}` {'string' if c in ('process', 'f', 'type', 'error', 'txn_id', 'group', 'value_json') else 'long'}"
+        for c in OP_COLUMNS
+        if c not in ("auto", "keys", "rebalance", "cut_short", "reads")
+    )
+    frame = spark.createDataFrame(
+        [{k: v for k, v in r.items() if k not in ("auto", "keys", "rebalance", "cut_short", "reads")} for r in rows_],
+        schema,
+    )
+    found = {
+        (r["op"], r["type"], r["commit_time"], r["init_op"])
+        for r in passes._fenced(SimpleNamespace(ops=frame)).collect()
+    }
+    expected = _pairwise_fenced(inits, txns)
+    assert expected, "the random ops hold fenced transactions"
+    assert found == expected
