@@ -37,7 +37,7 @@ HARNESS_FLOORS = [
     ("harness.backends", "harness.systems"),
     ("harness.node",),
     ("harness.netfaults", "harness.powerfs"),
-    ("harness.nfqueue_netem",),
+    ("harness.nfqueue_netem", "harness.wire"),
 ]
 
 # Call sites that load modules by name, and the modules each may load (a
