@@ -24,6 +24,7 @@ NETEM = "netem"
 POWER_LOSS = "power-loss"
 LONE_LEADER = "lone-leader"
 KILL_CLIENT = "kill-client"
+WIRE = "wire"
 
 # What a fault acts on, and so which --nemesis-targets it takes.
 NODES = "nodes"  # brokers only
@@ -37,7 +38,7 @@ class FaultKind:
     name: str
     start: str  # history `f` of the op that applies it
     heal: str | None  # history `f` of the op that heals it; None: a moment, nothing to heal
-    chart: str = "other"  # the report's colour class for its window: kill, pause, partition, netem, other
+    chart: str = "other"  # the report's colour class for its window: kill, pause, partition, netem, wire, other
     acts_on: str = NODES
     basic: bool = False  # every backend performs it on its nodes with the same tools (iptables, tc, signals)
     needs_peers: bool = False  # cuts a node off from other nodes: meaningless on a one-node cluster
@@ -79,6 +80,8 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
         module="nemesis.lone_leader",
     ),
     FaultKind(KILL_CLIENT, "kill-client", None, chart="kill", acts_on=CLIENTS, module="nemesis.kill_client"),
+    # A rule of the wire relay (harness/wire, docs/WIRE.md) switched on for one client's requests, then off.
+    FaultKind(WIRE, "start-wire", "stop-wire", chart="wire", acts_on=CLIENTS, module="nemesis.wire"),
     # Jepsen's clock faults: Gregor never injects them, an imported history may hold them.
     FaultKind("clock", "start-clock", "stop-clock"),
     FaultKind("clock-bump", "bump-clock", "reset-clock"),
@@ -103,6 +106,7 @@ CHART_COLOURS = {
     "pause": "#8e6bbf",
     "partition": "#2e86de",
     "netem": "#f0a202",
+    "wire": "#16a085",
     "other": "#7f8c8d",
 }
 CHARTS = tuple(chart for chart in CHART_COLOURS if chart != "other")

@@ -26,7 +26,7 @@ from ground.atomic import write_json
 from ground.errors import GregorError
 from ground.paths import failed_dir, state_dir
 from ground.protocols import ClientPlace
-from harness import registry
+from harness import registry, wire_relay
 from harness.backends import netns
 
 HEALTH_TOPIC = "gregor-health"
@@ -316,6 +316,10 @@ class Lab:
             backends = [(b, {}) for b in registry.BACKENDS if registry.backend(b).can_look_without_starting()]
         done: list[str] = []
         gone = None  # why the lab's machines are gone: nothing may be sent to them
+        clients = state["backend"].get("clients", {}) if state is not None else {}
+        swept = wire_relay.sweep(name, [netns.ns_name(name, client) for client in clients])
+        if swept["relays"]:
+            done.append(f"{swept['relays']} wire relay(s)")
         for backend_name, options in backends:
             chosen = registry.backend(backend_name, **options)
             if state is not None and state.get("system", {}).get("name"):
@@ -463,9 +467,34 @@ class Lab:
         self.backend.remove_client_place(self.name, self._state["backend"], name)
         _write_state(self._state)
 
+    # --- the wire relay of the clients (harness/wire_relay.py) ---------------------------
+    def start_wire(self, places: list[ClientPlace], log_path: str | None = None) -> dict:
+        """Puts the lab's wire relay between these client places and the brokers, before the
+        clients connect; returns what it serves: {"control", "places": {place: namespace}, "ports"}."""
+        namespaces = {place.name: place.handle["netns"] for place in places}
+        dests = [server.strip() for server in self.bootstrap_servers.split(",")]
+        self._wire_process, ready = wire_relay.start(self.name, list(namespaces.values()), dests, log_path)
+        return {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
+
+    def wire_call(self, request: dict) -> dict:
+        """One request to the lab's wire relay (docs/WIRE.md); GregorError if it refuses or is gone."""
+        return wire_relay.ask(self.name, request)
+
+    def sweep_wire(self) -> dict:
+        """Ends the lab's wire relay (its rules go first) and removes every REDIRECT rule of it
+        left in the client places; after a crash too. Safe to call any time."""
+        self._reload()
+        clients = self._state["backend"].get("clients", {})
+        swept = wire_relay.sweep(self.name, [netns.ns_name(self.name, client) for client in clients])
+        process = getattr(self, "_wire_process", None)
+        if process is not None:
+            process.wait(timeout=10)
+            self._wire_process = None
+        return swept
+
     def heal_all(self) -> None:
         """Every fault undone: links healed, netem cleared, processes resumed
-        or restarted, client places removed. Safe to call any time."""
+        or restarted, the wire relay swept, client places removed. Safe to call any time."""
         for node in self.nodes:
             node.heal_network()
             node.clear_netem()
@@ -476,6 +505,7 @@ class Lab:
                 node.resume()
             elif state == "dead":
                 self.start_node(node.name)
+        self.sweep_wire()
         self._reload()
         for client in list(self._state["backend"].get("clients", {})):
             self.remove_client_place(client)

@@ -2,10 +2,11 @@
 
 args.nemesis -> list of fault names ([] for none), args.nemesis_interval ->
 seconds, args.nemesis_targets -> list of target names, args.nemesis_shape ->
-a fixed partition shape or None, args.nemesis_hold -> a fixed hold or None;
-they map one to one onto NemesisRunner(faults=, interval_s=, targets=,
-shape=, hold_s=). NEMESIS_OPTIONS declares them; `gregor run` composes them
-into its run configuration (harness/controller/run_config.py).
+a fixed partition shape or None, args.nemesis_hold -> a fixed hold or None,
+args.wire_rule -> the wire rules as given; they map one to one onto
+NemesisRunner(faults=, interval_s=, targets=, shape=, hold_s=, wire_rules=).
+NEMESIS_OPTIONS declares them; `gregor run` composes them into its run
+configuration (harness/controller/run_config.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 import argparse
 
 from ground.errors import GregorError
-from ground.options import Option, add_options
+from ground.options import REPEAT, Option, add_options
 from nemesis.schedule import CLIENT_SHAPES, DEFAULT_TARGETS, FAULTS, NODE_SHAPES, parse_faults, parse_targets
+from nemesis.wire import parse_rule
 
 
 def _faults(text: str) -> list[str]:
@@ -29,6 +31,14 @@ def _targets(text: str) -> list[str]:
         return parse_targets(text)
     except GregorError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _wire_rule(text: str) -> str:
+    try:
+        parse_rule(text)
+    except GregorError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text.strip()
 
 
 def _interval(text: str) -> float:
@@ -88,6 +98,17 @@ NEMESIS_OPTIONS = (
         metavar="S",
         group=GROUP,
         help="hold every fault exactly S seconds (default: drawn from 0.5-1.5 x the interval)",
+    ),
+    Option(
+        "--wire-rule",
+        type=_wire_rule,
+        default=(),
+        kind=REPEAT,
+        metavar="RULE",
+        group=GROUP,
+        help="a rule a wire fault switches on for one client's requests (repeatable; each fault draws one), "
+        "ACTION[:KEY=VALUE]...: delay|hold|drop-response|duplicate, keys api, ms, on, txn, producer, dest, "
+        "count, after, for; e.g. delay:api=EndTxn:ms=3000:count=1 (docs/WIRE.md)",
     ),
 )
 

@@ -45,6 +45,7 @@ class NemesisRunner:
         tail_s: float | None = None,
         shape: str | None = None,
         hold_s: float | None = None,
+        wire_rules=(),
     ):
         from nemesis.schedule import DEFAULT_TARGETS
 
@@ -75,6 +76,7 @@ class NemesisRunner:
         if NETEM in self.faults:
             self.netem_profiles = netem.usable_profiles()
         self.shape, self.hold_s = shape, hold_s
+        self.wire_rules = list(wire_rules)
         self._plan = (
             plan(
                 self.faults,
@@ -85,6 +87,7 @@ class NemesisRunner:
                 node_faults=self._node_faults(ctx.lab),
                 shape=shape,
                 hold_s=hold_s,
+                wire_rules=self.wire_rules,
             )
             if self.faults
             else iter(())
@@ -131,6 +134,7 @@ class NemesisRunner:
             "tail_s": self.tail_s,
             "shape": self.shape,
             "hold_s": self.hold_s,
+            **({"wire_rules": self.wire_rules} if self.wire_rules else {}),
             "counts": dict(self._counts),
             "ops": list(self._log),
         }
@@ -209,6 +213,7 @@ class NemesisRunner:
                     "target": step.target,
                     **({"shape": step.shape} if step.shape else {}),
                     **({"profile": step.profile} if step.profile else {}),
+                    **({"rule": step.rule} if step.rule else {}),
                     "role": entry.get("role"),
                     "nodes": entry.get("nodes", []),
                 }

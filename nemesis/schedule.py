@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ground import faults
 from ground.errors import GregorError
-from ground.faults import NETEM, PARTITION
+from ground.faults import NETEM, PARTITION, WIRE
 from nemesis import netem
 from nemesis.targets import parse_target
 
@@ -40,6 +40,7 @@ class Step:
     hold_s: float
     shape: str | None = None  # partition shape
     profile: str | None = None  # netem profile name
+    rule: str | None = None  # wire rule, as --wire-rule gave it
 
     def intent(self) -> dict:
         """What the invoke says the nemesis is about to do."""
@@ -48,6 +49,8 @@ class Step:
             out["shape"] = self.shape
         if self.profile:
             out["profile"] = self.profile
+        if self.rule:
+            out["rule"] = self.rule
         return out
 
 
@@ -117,6 +120,7 @@ def plan(
     node_faults=None,
     shape: str | None = None,
     hold_s: float | None = None,
+    wire_rules=(),
 ) -> Iterator[Step]:
     """Yields steps forever; the same arguments give the same steps.
 
@@ -126,6 +130,7 @@ def plan(
     partitioned from peers, an external cluster's brokers are not ours).
     shape: every partition has this shape; hold_s: every fault is held this
     long (a claim whose fault must outlast one timeout and not another).
+    wire_rules: the rules a wire fault switches on, one drawn per step.
     """
     if interval_s <= 0:
         raise GregorError(f"--nemesis-interval must be positive, got {interval_s}")
@@ -133,6 +138,8 @@ def plan(
     faults = list(faults)
     if not faults:
         return
+    if WIRE in faults and not wire_rules:
+        raise GregorError("--nemesis wire needs a rule to switch on: --wire-rule RULE, e.g. delay:api=EndTxn:ms=3000")
     pairs = [
         (f, t)
         for f in faults
@@ -154,6 +161,7 @@ def plan(
         target = rng.choice(choices)
         drawn = partition_shape(target, rng) if fault == PARTITION else None
         profile = netem.pick_profile(rng, profiles) if fault == NETEM else None
+        rule = rng.choice(list(wire_rules)) if fault == WIRE else None
         quiet = round(interval_s * rng.uniform(0.5, 1.5), 3)
         hold = round(interval_s * rng.uniform(0.5, 1.5), 3)
         yield Step(
@@ -163,4 +171,5 @@ def plan(
             hold_s=hold if hold_s is None else float(hold_s),
             shape=(shape or drawn) if fault == PARTITION else None,
             profile=profile,
+            rule=rule,
         )

@@ -17,6 +17,7 @@ import time
 from importlib import metadata
 
 from ground.errors import GregorError
+from ground.faults import WIRE
 from ground.signals import sigterm_as_interrupt
 from harness.controller.run_config import RunConfig
 from harness.lab import Lab, StaleLab
@@ -197,11 +198,14 @@ def transaction_protocol(cluster: dict) -> int | None:
 
 
 def heal_before(lab) -> None:
-    """What a crashed run left: client processes, then faults."""
+    """What a crashed run left: client processes, then faults, then a wire relay and its rules."""
     from nemesis.heal import heal_leftovers
 
     kill_leftover_clients(lab.name, progress=say)
     heal_leftovers(lab, progress=say)
+    swept = lab.sweep_wire()
+    if swept["relays"] or swept["redirects_removed"]:
+        say(f"wire: swept what a crashed run left ({swept['relays']} relay(s), {swept['redirects_removed']} rule(s))")
 
 
 def build_specs(
@@ -400,6 +404,12 @@ def run(cfg: RunConfig) -> int:
     wall0 = time.monotonic()
     with sigterm_as_interrupt():
         try:
+            if WIRE in cfg.nemesis:  # in place before any client connects
+                test["wire_relay"] = lab.start_wire(
+                    [spec.place for spec in specs], log_path=os.path.join(run_dir, "clients", "wire-relay.log")
+                )
+                write_json(test_path, test)
+                say(f"wire: relay serving {len(test['wire_relay']['places'])} client place(s)")
             for spec in specs:
                 pool.spawn(spec)
             if cfg.nemesis:
@@ -415,6 +425,7 @@ def run(cfg: RunConfig) -> int:
                     deadline=deadline,
                     shape=cfg.nemesis_shape,
                     hold_s=cfg.nemesis_hold,
+                    wire_rules=cfg.wire_rule,
                 )
                 runner.start()
             for conductor in conductors:
@@ -435,6 +446,8 @@ def run(cfg: RunConfig) -> int:
             if runner is not None:
                 runner.stop()
             pool.stop_all()
+            if "wire_relay" in test:
+                stop_wire(lab, test)
             remove_client_places(lab, specs)
             lab.collect(run_dir)
     main_wall = time.monotonic() - wall0
@@ -493,6 +506,19 @@ def run(cfg: RunConfig) -> int:
 
         return EXIT_CODES[check_and_report(run_dir)]  # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
+
+
+def stop_wire(lab, test: dict) -> None:
+    """The relay's own counts into test.json's "wire_relay", then the relay and its rules swept."""
+    try:
+        status = lab.wire_call({"op": "status"})
+        test["wire_relay"]["final"] = {key: status.get(key) for key in ("accepted", "refused", "desync", "requests")}
+    except GregorError as error:
+        test["wire_relay"]["final"] = {"error": str(error)}
+    try:
+        lab.sweep_wire()
+    except GregorError as error:  # never mask the run's own outcome; the next run's heal sweeps again
+        say(f"could not sweep the wire relay: {error}")
 
 
 def remove_client_places(lab, specs) -> None:

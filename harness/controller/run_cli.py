@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ground.errors import GregorError
-from ground.faults import PARTITION, POWER_LOSS, with_composites
+from ground.faults import PARTITION, POWER_LOSS, WIRE, with_composites
 from ground.options import add_options
 from harness import registry
 from harness.controller.run_config import OPTIONS, SETTINGS, RunConfig
@@ -137,6 +137,7 @@ def validate(args) -> RunConfig:
     settle_replication(values)
     check_partitions(values)
     settle_client(values)
+    check_wire(values)
     values["nemesis_targets"] = check_faults_possible(
         values["backend"], nemesis, values["system"], values["system_options"], values["nemesis_targets"]
     )
@@ -148,7 +149,10 @@ def validate(args) -> RunConfig:
 
         chosen = values["nemesis_targets"] or DEFAULT_TARGETS
         check_shape(values["nemesis_shape"], chosen)
-        next(plan(nemesis, chosen, 0, values["nemesis_interval"], node_faults=on_nodes), None)
+        next(
+            plan(nemesis, chosen, 0, values["nemesis_interval"], node_faults=on_nodes, wire_rules=values["wire_rule"]),
+            None,
+        )
     values["name"] = values["name"] or f"{values['system']}-{workload}"
     if not all(c.isalnum() or c in "-_." for c in values["name"]):
         raise GregorError(f"--name {values['name']!r} may hold only letters, digits, '-', '_' and '.'")
@@ -182,6 +186,37 @@ def settle_client(values: dict) -> None:
     config_table.check_settings(
         values["producer_config"], values["consumer_config"], values["client_config"] or {}, "--client java"
     )
+
+
+def check_wire(values: dict) -> None:
+    """Wire faults: rules the relay takes, traffic it can read, client sources only (for now);
+    they put each client in a namespace of its own, where the relay serves it."""
+    rules, nemesis = values["wire_rule"], values["nemesis"]
+    if WIRE not in nemesis:
+        if rules:
+            raise GregorError("--wire-rule is for --nemesis wire; add wire to --nemesis or drop the rule")
+        return
+    from harness.wire.rules import Rule
+    from nemesis.wire import parse_rule
+
+    for text in rules:
+        try:
+            Rule(parse_rule(text), 0.0)
+        except ValueError as error:
+            raise GregorError(f"--wire-rule {text!r}: {error}") from None
+    protocol = str((values["client_config"] or {}).get("security.protocol", "plaintext")).lower()
+    if protocol != "plaintext":
+        raise GregorError(
+            f"--nemesis wire reads the clients' Kafka frames, which security.protocol={protocol} hides "
+            "(TLS, SASL): wire faults need PLAINTEXT clients"
+        )
+    targets = values["nemesis_targets"]
+    if targets is not None and not any(target.startswith("client") for target in targets):
+        raise GregorError(
+            "wire faults on the brokers' own traffic (broker sources) are not yet supported: "
+            "give a client target (client, client:ROLE)"
+        )
+    values["client_netns"] = True  # the relay serves the clients' own namespaces
 
 
 def settle_replication(values: dict) -> None:

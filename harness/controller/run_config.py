@@ -279,7 +279,7 @@ def _recorded_subscribe(config: RunConfig, value: bool) -> bool:
     return value or config.workload in ("group", "eos")
 
 
-NEMESIS, NEMESIS_INTERVAL, NEMESIS_TARGETS, NEMESIS_SHAPE, NEMESIS_HOLD = NEMESIS_OPTIONS
+NEMESIS, NEMESIS_INTERVAL, NEMESIS_TARGETS, NEMESIS_SHAPE, NEMESIS_HOLD, WIRE_RULE = NEMESIS_OPTIONS
 KEY_VALUE = "KEY=VALUE"
 
 
@@ -542,6 +542,7 @@ class RunConfig:
     nemesis_targets: list | None = declared(NEMESIS_TARGETS, parse=target_list, unparse=comma_list)
     nemesis_shape: str | None = declared(NEMESIS_SHAPE)
     nemesis_hold: float | None = declared(NEMESIS_HOLD)
+    wire_rule: list = declared(WIRE_RULE, parse=lambda flag, raw: [str(rule).strip() for rule in raw or []])
 
     def client_options(self) -> dict:
         """ClientSpec.options: each setting the clients read, under the name they read it by."""

@@ -36,8 +36,8 @@ HARNESS_FLOORS = [
     ("harness.registry",),
     ("harness.backends", "harness.systems"),
     ("harness.node",),
-    ("harness.netfaults", "harness.powerfs"),
-    ("harness.nfqueue_netem",),
+    ("harness.netfaults", "harness.powerfs", "harness.wire_relay"),
+    ("harness.nfqueue_netem", "harness.wire"),
 ]
 
 # Call sites that load modules by name, and the modules each may load (a

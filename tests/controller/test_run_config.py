@@ -41,6 +41,7 @@ CHECKED_BY_ARGPARSE = {
     "--nemesis-interval": "3",
     "--nemesis-targets": "leader",
     "--nemesis-hold": "2",
+    "--wire-rule": "delay:api=EndTxn:ms=100",
 }
 
 
@@ -81,7 +82,7 @@ def test_the_parser_takes_every_declared_option():
         if option.kind == SWITCH:
             value = True
         elif option.kind == REPEAT:
-            value = ["a=b"]
+            value = [CHECKED_BY_ARGPARSE.get(option.flag, "a=b")]
         elif option.choices:
             value = next(choice for choice in option.choices if choice != option.default)
         else:
