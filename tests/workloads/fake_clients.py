@@ -16,6 +16,7 @@ def make_client(spec, link):
         "committer": CommittingClient,
         "processor": ProcessingConsumer,
         "holder": HoldingClient,
+        "copier": WindowedCopier,
     }
     return kinds.get(spec.role, FakeClient)(spec, link)
 
@@ -83,3 +84,14 @@ class HoldingClient(FakeClient):
         time.sleep(0.6)
         self.complete("ok", [dict(m, offset=1) for m in mops])
         time.sleep(0.6)
+
+
+class WindowedCopier(FakeClient):
+    """A copier that tells the pool it enters its window (`_window`, as
+    workloads/eos.py does between its two commits), stays there, then leaves."""
+
+    def step(self):
+        self.link.emit({"_window": self.link.now_ns()})
+        time.sleep(0.5)
+        self.link.emit({"_window": None})
+        time.sleep(0.5)
