@@ -22,6 +22,8 @@ KINDS = ("one", "leader", "controller", "coordinator", "minority", "majority", "
 PREFIXED = ("leader", "node", "txn", "group", "client")
 # client:ROLE:busy: a client working on records it polled, for this long at least
 BUSY_MIN_S, BUSY_WAIT_S = 0.1, 5.0
+# client:ROLE:window: a copier between its two commits (workloads/eos.py)
+STATES = ("busy", "window")
 
 
 class TargetUnavailable(Exception):
@@ -53,8 +55,11 @@ def parse_target(text: str) -> str:
     if kind in KINDS and not sep:
         return spec
     if kind in PREFIXED and sep and arg:
-        if kind == "client" and ":" in arg and arg.split(":", 1)[1] != "busy":
-            raise GregorError(f"target {spec!r}: the only state after 'client:ROLE:' is busy, e.g. client:member:busy")
+        if kind == "client" and ":" in arg and arg.split(":", 1)[1] not in STATES:
+            raise GregorError(
+                f"target {spec!r}: the states after 'client:ROLE:' are {' and '.join(STATES)}, "
+                "e.g. client:member:busy or client:copier:window"
+            )
         if kind == "leader" and not arg.lstrip("-").isdigit():
             raise GregorError(f"target {spec!r}: the key after 'leader:' must be an integer, e.g. leader:3")
         return spec
@@ -154,12 +159,12 @@ class TargetResolver:
         return Target(f"group-coordinator:{group}", (self._role(lambda roles: roles.group_coordinator(group)),))
 
     def wait_for(self, spec: str) -> None:
-        """Before a step's invoke: for `client:ROLE:busy`, waits (up to
-        BUSY_WAIT_S) until such a client exists, so the op itself stays short
-        (the nemesis is one process of the history, and the workloads'
+        """Before a step's invoke: for `client:ROLE:busy` or `:window`, waits
+        (up to BUSY_WAIT_S) until such a client exists, so the op itself stays
+        short (the nemesis is one process of the history, and the workloads'
         conductors record as it too)."""
         kind, _, arg = spec.strip().partition(":")
-        if kind != "client" or not arg.endswith(":busy"):
+        if kind != "client" or arg.partition(":")[2] not in STATES:
             return
         deadline = time.monotonic() + BUSY_WAIT_S
         while not self._matching_clients(arg) and time.monotonic() < deadline:
@@ -168,7 +173,8 @@ class TargetResolver:
     def _matching_clients(self, arg: str, need_place: bool = False) -> list:
         """`client:ROLE:busy` takes only a client that has worked on records it
         polled for at least BUSY_MIN_S: a kill then lands inside the window an
-        auto commit can leave unprocessed."""
+        auto commit can leave unprocessed. `client:ROLE:window` takes only a
+        copier inside its window, between its two commits."""
         role, _, state = arg.partition(":")
         return [
             c
@@ -176,6 +182,7 @@ class TargetResolver:
             if (not role or c.role == role)
             and (c.place or not need_place)
             and (state != "busy" or (c.busy_s or 0) >= BUSY_MIN_S)
+            and (state != "window" or c.window_s is not None)
         ]
 
     def _client(self, arg: str | None, need_place: bool = False) -> Target:
@@ -185,6 +192,7 @@ class TargetResolver:
             role, _, state = (arg or "").partition(":")
             wanted = f" with role {role!r}" if role else ""
             wanted += f" busy for {BUSY_MIN_S:g} s (waited up to {BUSY_WAIT_S:g} s)" if state == "busy" else ""
+            wanted += f" inside its window (waited up to {BUSY_WAIT_S:g} s)" if state == "window" else ""
             wanted += " and a place of its own" if need_place else ""
             raise TargetUnavailable(f"no live client process{wanted} to target")
         client = self.rng.choice(sorted(clients, key=lambda c: c.process))

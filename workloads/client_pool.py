@@ -40,6 +40,7 @@ class _Live:
     polled: list | None = None  # poll mops the pending op received, told before it processed them
     polled_at: float = 0.0  # time.monotonic() when it told them
     jvms: list = field(default_factory=list)  # pids of the JVMs it started (Kafka's Java client)
+    window_at: float | None = None  # time.monotonic() when it said it entered its window (a copier's)
     done: bool = False
 
 
@@ -136,6 +137,7 @@ class ClientPool:
                     group=live.spec.group,
                     place=live.spec.place.name if live.spec.place is not None else None,
                     busy_s=now - live.polled_at if live.polled is not None and live.pending else None,
+                    window_s=now - live.window_at if live.window_at is not None else None,
                 )
                 for live in self.live.values()
                 if not live.done
@@ -216,6 +218,7 @@ class ClientPool:
         if "_process" in event:
             with self.lock:
                 live.process = event["_process"]
+                live.window_at = None  # the new process starts outside any window
                 self.max_process = max(self.max_process, live.process)
             return
         if "_log" in event:
@@ -233,6 +236,9 @@ class ClientPool:
             return
         if "_written" in event:
             live.written = event["_written"]
+            return
+        if "_window" in event:
+            live.window_at = time.monotonic() if event["_window"] is not None else None
             return
         if "_polled" in event:
             live.polled, live.polled_at = event["_polled"], time.monotonic()

@@ -19,6 +19,7 @@ class ClientInfo:
     group: str | None
     place: str | None  # the name of the client's own place (lab.client_place), if it has one
     busy_s: float | None = None  # how long it has worked on records its op polled (None: it is not)
+    window_s: float | None = None  # how long a copier has been inside its window (None: it is not)
 
 
 class RunContext:

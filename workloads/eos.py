@@ -126,15 +126,34 @@ class CopierClient(Client):
         `mode` says where the input offsets are committed: `txn` inside the
         transaction (send_offsets_to_transaction), `after` once it committed,
         `before` before it begins.
+
+        The copier's window lies between its two commits: `after`, outputs
+        committed and offsets not yet; `before`, offsets committed and outputs
+        not yet; `txn`, outputs written and offsets sent, neither committed
+        (both commit together). It tells the pool when it enters and leaves it
+        (the nemesis target `client:copier:window`) and works `process.ms`
+        inside it, so a fault aimed there lands there on either side of a claim.
         """
         process = self.process
         polled = self.poll_op()
         if not polled or self.process != process:
             return None
+        work_s = int(self.spec.options.get("process.ms") or 0) / 1000
+        try:
+            return self.copy_polled(mode, abort, polled, process, work_s)
+        finally:
+            if self.process == process:
+                self.link.emit({"_window": None})
+
+    def copy_polled(self, mode: str, abort: bool, polled: list, process: int, work_s: float) -> dict | None:
         if mode == "before":
-            queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled, self.rebalance.assigned)
+            committed = queue.commit_read(
+                self, self.consumer, self.keymap, self.spec.group, polled, self.rebalance.assigned
+            )
             if self.process != process:
                 return None
+            if committed == "ok":
+                self.enter_window(work_s)
         inside = mode == "txn"
         done = self.runner.run(
             self.tp,
@@ -143,14 +162,23 @@ class CopierClient(Client):
             group=self.spec.group,
             consumer=self.consumer if inside else None,
             read=polled if inside else None,
+            hold_s=work_s if inside else 0.0,
+            window=inside,
         )
         if self.process != process:
             return done
         if done["type"] == "ok" and mode == "after":
+            self.enter_window(work_s)
             queue.commit_read(self, self.consumer, self.keymap, self.spec.group, polled, self.rebalance.assigned)
         elif done["type"] != "ok" and not inside:
             self.runner.rewind(self.consumer, polled)  # copy them again (a live copier retries)
         return done
+
+    def enter_window(self, work_s: float) -> None:
+        """Tells the pool it is between its two commits, then works there."""
+        self.link.emit({"_window": self.link.now_ns()})
+        if work_s:
+            time.sleep(work_s)
 
     def poll_op(self) -> list[dict]:
         """A `poll` op of the copier's group; the records read."""

@@ -111,12 +111,15 @@ class TxnRunner:
         extra_invoke: dict | None = None,
         read: list | None = None,
         hold_s: float = 0.0,
+        window: bool = False,
     ) -> dict:
         """Invokes, performs and completes one `txn` op; returns the completion.
 
         `read`: records an earlier op of this client polled (a copier's): like
         the op's own polls, their positions are committed in the transaction
         (with `group` and `consumer`) and a failed transaction rewinds to them.
+        `window`: once the writes are acknowledged, tell the pool the client is
+        in its window (a copier's, until it says it left; see workloads/eos.py).
         """
         client = self.client
         invoke_fields = {"txn_id": tp.txn_id}
@@ -203,6 +206,8 @@ class TxnRunner:
             failed = [err for err, _ in delivered.values() if err is not None]
             if failed or remaining:
                 raise KafkaException(failed[0]) if failed else TimeoutError("flush")
+            if window:
+                client.link.emit({"_window": client.link.now_ns()})
             if hold_s:
                 if delivered:
                     # tells the pool the writes are acknowledged: the transaction is

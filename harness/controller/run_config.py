@@ -430,7 +430,8 @@ class RunConfig:
     process_ms: int = option(
         "--process-ms",
         "consumers spend this long processing what a poll returned before the op completes "
-        "(default 0); an auto commit can land meanwhile",
+        "(default 0); an auto commit can land meanwhile. eos copiers spend it between their "
+        "two commits (outputs and input offsets), the window client:copier:window aims at",
         "0",
         parse=whole(0, 600000),
         client="process.ms",

@@ -32,6 +32,7 @@ class Client:
     group: str | None = None
     place: str | None = None
     busy_s: float | None = None
+    window_s: float | None = None
 
 
 class ScriptedRoles:
@@ -271,5 +272,25 @@ def test_a_busy_client_target_takes_only_a_client_working_on_what_it_polled(worl
     with pytest.raises(TargetUnavailable, match="busy for 0.1 s"):
         r.resolve("client:member:busy")
     assert parse_target("client:member:busy") == "client:member:busy"
-    with pytest.raises(GregorError, match="the only state after 'client:ROLE:' is busy"):
+    with pytest.raises(GregorError, match="the states after 'client:ROLE:' are busy and window"):
         parse_target("client:member:idle")
+
+
+def test_a_window_target_takes_only_a_copier_between_its_two_commits(world, monkeypatch):
+    lab, ctx, _ = world
+    ctx._clients = [
+        Client(2, 12, "copier"),
+        Client(3, 13, "copier", window_s=0.0),
+        Client(4, 14, "copier", busy_s=0.5),
+        Client(5, 15, "feeder", window_s=0.3),
+    ]
+    r = resolver(world)
+    assert {r.resolve("client:copier:window").clients[0].process for _ in range(20)} == {3}
+    assert parse_target("client:copier:window") == "client:copier:window"
+    monkeypatch.setattr(targets, "BUSY_WAIT_S", 0.1)
+    ctx._clients = [Client(2, 12, "copier"), Client(5, 15, "feeder", window_s=0.3)]
+    started = time.monotonic()
+    r.wait_for("client:copier:window")  # waits for a copier to enter its window
+    assert time.monotonic() - started >= 0.1
+    with pytest.raises(TargetUnavailable, match="copier' inside its window"):
+        r.resolve("client:copier:window")

@@ -17,6 +17,7 @@ def make_client(spec, link):
         "processor": ProcessingConsumer,
         "holder": HoldingClient,
         "jvm": JvmHolder,
+        "copier": WindowedCopier,
     }
     return kinds.get(spec.role, FakeClient)(spec, link)
 
@@ -98,3 +99,14 @@ class JvmHolder(FakeClient):
 
     def step(self):
         time.sleep(0.05)
+
+
+class WindowedCopier(FakeClient):
+    """A copier that tells the pool it enters its window (`_window`, as
+    workloads/eos.py does between its two commits), stays there, then leaves."""
+
+    def step(self):
+        self.link.emit({"_window": self.link.now_ns()})
+        time.sleep(0.5)
+        self.link.emit({"_window": None})
+        time.sleep(0.5)

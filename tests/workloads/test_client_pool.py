@@ -159,6 +159,24 @@ def test_a_transaction_counts_as_open_from_its_acknowledged_writes_until_it_asks
     assert seen.count((True, True)) >= 2, seen
 
 
+def test_a_copier_in_its_window_is_listed_so_until_it_leaves(tmp_path):
+    """ClientInfo.window_s, what `client:copier:window` picks: set while the
+    copier says it is between its two commits, None before and after."""
+    writer = HistoryWriter(str(tmp_path / "h.jsonl"))
+    pool = ClientPool(writer, f"pooltest{os.getpid()}", log=lambda m: None)
+    pool.spawn(replace(specs(writer.start_ns, 30.0)[0], role="copier"))
+    seen: list = []
+    end = time.monotonic() + 30
+    while time.monotonic() < end and seen.count(True) < 2:
+        inside = pool.infos()[0].window_s is not None
+        if not seen or seen[-1] != inside:
+            seen.append(inside)
+        time.sleep(0.01)
+    pool.stop_all(grace_s=1)
+    writer.close()
+    assert seen[:4] == [False, True, False, True], seen
+
+
 def test_a_consumer_killed_while_it_processes_lists_what_it_had_read(tmp_path):
     """docs/HISTORY.md: the polls of an `info` completion list the records
     received before the failure; a killed consumer cannot say so itself."""
