@@ -26,6 +26,7 @@ from harness.systems.kafka_codec import (
     string,
     uvarint,
 )
+from harness.wire.frames import API_NAMES  # the Kafka protocol's names for its API keys
 
 FIND_COORDINATOR = 10
 DESCRIBE_QUORUM = 55
@@ -151,39 +152,6 @@ def metadata(
 
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
-
-# The Kafka protocol's names for the API keys Gregor's clients and checks use.
-API_NAMES = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    16: "ListGroups",
-    17: "SaslHandshake",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    22: "InitProducerId",
-    24: "AddPartitionsToTxn",
-    25: "AddOffsetsToTxn",
-    26: "EndTxn",
-    27: "WriteTxnMarkers",
-    28: "TxnOffsetCommit",
-    32: "DescribeConfigs",
-    36: "SaslAuthenticate",
-    55: "DescribeQuorum",
-    57: "UpdateFeatures",
-    60: "DescribeCluster",
-    68: "ConsumerGroupHeartbeat",
-}
 
 
 def api_name(key: int) -> str:
