@@ -65,6 +65,7 @@ API_NAMES = {
     47: "OffsetDelete",
     50: "DescribeUserScramCredentials",
     55: "DescribeQuorum",
+    57: "UpdateFeatures",
     60: "DescribeCluster",
     61: "DescribeProducers",
     65: "DescribeTransactions",
