@@ -122,6 +122,12 @@ def backend_settings(options: dict) -> dict:
     return {names[dest]: value for dest, value in options.items()}
 
 
+def recorded_backend_settings(options: dict) -> dict:
+    """Backend options as a run's files record them: without --ssh-key, since a run's files
+    never name a private key."""
+    return {name: value for name, value in backend_settings(options).items() if name != "ssh-key"}
+
+
 def backend_flags(options: dict) -> list[str]:
     """The command-line flags that give these backend options again."""
     return to_argv(SSH_OPTIONS, backend_settings(options))

@@ -39,8 +39,8 @@ from harness.controller.lab_options import (
     SYSTEM_OPTIONS,
     VERSION,
     backend_options,
-    backend_settings,
     client_config,
+    recorded_backend_settings,
     system_options,
 )
 from nemesis.options import NEMESIS_OPTIONS
@@ -304,7 +304,7 @@ class RunConfig:
     backend: str = declared(BACKEND)
     system: str = declared(SYSTEM)
     version: str | None = declared(VERSION)
-    backend_options: dict = declared(*SSH_OPTIONS, read=backend_options, as_options=backend_settings)
+    backend_options: dict = declared(*SSH_OPTIONS, read=backend_options, as_options=recorded_backend_settings)
     system_options: dict = declared(*SYSTEM_OPTIONS, read=system_options, as_options=system_settings)
     # values may be credentials: never recorded
     client_config: dict = declared(CLIENT_CONFIG, read=client_config, as_options=lambda value: {})
@@ -584,17 +584,13 @@ class RunConfig:
 
     def as_options(self) -> dict:
         """test.json's "run": every option of the run by name, as settled (defaults filled in,
-        derived values resolved; --client-config left out, its values may be credentials, and
-        --ssh-key too: a run's files never name a private key). options_to_argv turns it back into
-        `gregor run` arguments that give this configuration (with the default key)."""
+        derived values resolved; --client-config and --ssh-key left out, see their fields).
+        options_to_argv turns it back into `gregor run` arguments that give this configuration
+        (with the default key)."""
         found = {}
         for name, s in SETTINGS.items():
             found.update(s.data(getattr(self, name)))
-        found.pop(UNRECORDED_KEY, None)
         return found
-
-
-UNRECORDED_KEY = "ssh-key"
 
 
 def _copied(value):
