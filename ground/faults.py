@@ -80,8 +80,10 @@ FAULT_KINDS: tuple[FaultKind, ...] = (
         module="nemesis.lone_leader",
     ),
     FaultKind(KILL_CLIENT, "kill-client", None, chart="kill", acts_on=CLIENTS, module="nemesis.kill_client"),
-    # A rule of the wire relay (harness/wire, docs/WIRE.md) switched on for one client's requests, then off.
-    FaultKind(WIRE, "start-wire", "stop-wire", chart="wire", acts_on=CLIENTS, module="nemesis.wire"),
+    # A rule of the wire relay (harness/wire, docs/WIRE.md) switched on, then off: for one client's
+    # requests (a client target), or for the requests a broker sends other brokers (a node target:
+    # broker sources, where the backend and the system can put the relay on the nodes).
+    FaultKind(WIRE, "start-wire", "stop-wire", chart="wire", acts_on=NODES_OR_CLIENTS, module="nemesis.wire"),
     # Jepsen's clock faults: Gregor never injects them, an imported history may hold them.
     FaultKind("clock", "start-clock", "stop-clock"),
     FaultKind("clock-bump", "bump-clock", "reset-clock"),

@@ -24,6 +24,7 @@ from typing import Callable
 
 from ground.atomic import write_json
 from ground.errors import GregorError
+from ground.faults import WIRE
 from ground.paths import failed_dir, state_dir
 from ground.protocols import ClientPlace
 from harness import registry, wire_relay
@@ -318,8 +319,10 @@ class Lab:
         gone = None  # why the lab's machines are gone: nothing may be sent to them
         clients = state["backend"].get("clients", {}) if state is not None else {}
         swept = wire_relay.sweep(name, [netns.ns_name(name, client) for client in clients])
-        if swept["relays"]:
-            done.append(f"{swept['relays']} wire relay(s)")
+        # the brokers' relay holds the node namespaces open; the rules in them go with them
+        swept_brokers = wire_relay.sweep(wire_relay.brokers_tag(name))
+        if swept["relays"] + swept_brokers["relays"]:
+            done.append(f"{swept['relays'] + swept_brokers['relays']} wire relay(s)")
         for backend_name, options in backends:
             chosen = registry.backend(backend_name, **options)
             if state is not None and state.get("system", {}).get("name"):
@@ -476,21 +479,44 @@ class Lab:
         self._wire_process, ready = wire_relay.start(self.name, list(namespaces.values()), dests, log_path)
         return {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
 
-    def wire_call(self, request: dict) -> dict:
-        """One request to the lab's wire relay (docs/WIRE.md); GregorError if it refuses or is gone."""
-        return wire_relay.ask(self.name, request)
+    def start_broker_wire(self, log_path: str | None = None) -> dict:
+        """Puts a wire relay on the brokers' own connections to each other (broker sources), before
+        the run's clients start: it serves each broker node's namespace, where it redirects the
+        connections to the inter-broker listeners; then the connections the brokers opened before
+        it are cut once, so that they reopen through it. Returns what it serves:
+        {"control", "places": {node: namespace}, "ports", "dests", "cut": {node: connections cut}}."""
+        if WIRE not in self.node_faults():
+            raise GregorError(
+                f"wire faults on the brokers' own traffic need Apache Kafka on the namespaces backend, "
+                f"not {self.system.name} on {self.backend.name}"
+            )
+        nodes = self.system.inter_broker_nodes(self.nodes)
+        namespaces = {node.name: node.namespace for node in nodes}
+        dests = self.system.inter_broker_servers(self.nodes)
+        tag = wire_relay.brokers_tag(self.name)
+        self._broker_wire_process, ready = wire_relay.start(tag, list(namespaces.values()), dests, log_path)
+        cut = {node.name: wire_relay.cut_connections(node, dests) for node in nodes}
+        return {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests, "cut": cut}
+
+    def wire_call(self, request: dict, brokers: bool = False) -> dict:
+        """One request to the lab's wire relay (brokers: the one on the brokers' own connections,
+        docs/WIRE.md); GregorError if it refuses or is gone."""
+        return wire_relay.ask(wire_relay.brokers_tag(self.name) if brokers else self.name, request)
 
     def sweep_wire(self) -> dict:
-        """Ends the lab's wire relay (its rules go first) and removes every REDIRECT rule of it
-        left in the client places; after a crash too. Safe to call any time."""
+        """Ends the lab's wire relays (their rules go first) and removes every REDIRECT rule of
+        theirs left in the client places and the nodes; after a crash too. Safe to call any time."""
         self._reload()
         clients = self._state["backend"].get("clients", {})
         swept = wire_relay.sweep(self.name, [netns.ns_name(self.name, client) for client in clients])
-        process = getattr(self, "_wire_process", None)
-        if process is not None:
-            process.wait(timeout=10)
-            self._wire_process = None
-        return swept
+        node_spaces = [node.namespace for node in self.nodes if getattr(node, "namespace", None)]
+        on_nodes = wire_relay.sweep(wire_relay.brokers_tag(self.name), node_spaces)
+        for attribute in ("_wire_process", "_broker_wire_process"):
+            process = getattr(self, attribute, None)
+            if process is not None:
+                process.wait(timeout=10)
+                setattr(self, attribute, None)
+        return {key: swept[key] + on_nodes[key] for key in swept}
 
     def heal_all(self) -> None:
         """Every fault undone: links healed, netem cleared, processes resumed

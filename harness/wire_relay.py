@@ -1,8 +1,10 @@
-"""The wire relay of a lab's clients, on the controller's host: started, asked, swept.
+"""The wire relays of a lab, on the controller's host: started, asked, swept.
 
 Why here: the relay (harness/wire) knows nothing of labs. A lab has at most
-one, tagged with the lab's name, serving the namespaces of the run's client
-places; its REDIRECT rules and its process carry that tag, so a sweep by the
+two: the clients' one, tagged with the lab's name, serving the namespaces of
+the run's client places; and the brokers' one (broker sources), tagged
+`<lab>.brokers`, serving the broker nodes' own namespaces (the namespaces
+backend). Their REDIRECT rules and processes carry the tag, so a sweep by the
 tag finds them after any crash (`gregor run`'s heal, `gregor lab down`).
 """
 
@@ -26,9 +28,14 @@ def control_path(lab: str) -> str:
     return default_control(lab)
 
 
+def brokers_tag(lab: str) -> str:
+    """The tag of the lab's relay on its brokers' own connections (the clients' relay has the lab's)."""
+    return f"{lab}.brokers"
+
+
 def start(lab: str, namespaces: list[str], dests: list[str], log_path: str | None = None) -> tuple:
-    """Starts the lab's relay for these namespaces and broker addresses (after sweeping any old one);
-    returns (process, its ready line: ports per namespace, control socket). GregorError if it fails."""
+    """Starts the relay tagged `lab` for these namespaces and broker addresses (after sweeping any old
+    one); returns (process, its ready line: ports per namespace, control socket). GregorError if it fails."""
     sweep(lab, namespaces)
     command = [sys.executable, "-m", "harness.wire.relay", "serve", "--tag", lab]
     for dest in dests:
@@ -80,3 +87,19 @@ def sweep(lab: str, namespaces: list[str] = ()) -> dict:
     if result.returncode:
         raise GregorError(f"sweeping the wire relay of lab {lab} failed: {result.stderr.strip()[-300:]}")
     return json.loads(result.stdout)
+
+
+def cut_connections(node, dests: list[str]) -> int:
+    """Destroys, once, the node's open TCP connections to these ports (`ss -K`), so that its process
+    opens them again, through the REDIRECT rules now in place; returns how many were cut.
+
+    Why: brokers open their connections to each other at start and keep them; a relay put in place
+    later would see only the ones opened after it."""
+    ports = sorted({dest.rpartition(":")[2] for dest in dests})
+    expression = ["("]
+    for port in ports:
+        expression += [*(["or"] if len(expression) > 1 else []), "dport", "=", f":{port}"]
+    result = node.exec(["ss", "-K", "-tnH", "state", "established", *expression, ")"], check=False)
+    if result.returncode:
+        raise GregorError(f"{node.name}: ss -K could not cut its connections: {(result.stderr or '').strip()[:200]}")
+    return sum(1 for line in result.stdout.splitlines() if line.strip())

@@ -73,6 +73,20 @@ def parse_targets(text: str) -> list[str]:
     return list(dict.fromkeys(parse_target(t) for t in names))
 
 
+def wire_broker_sources(targets) -> bool:
+    """Whether wire faults aim at the brokers' own requests: only when --nemesis-targets names a
+    node target (coordinator, leader, node:n2, all, ...); with the default targets they aim at
+    clients only, as before broker sources existed."""
+    if targets is None or list(targets) == list(DEFAULT_TARGETS):
+        return False
+    return any(not target.startswith("client") for target in targets)
+
+
+def wire_client_sources(targets) -> bool:
+    """Whether wire faults aim at the run's clients (the default, or a client target named)."""
+    return not wire_broker_sources(targets) or any(target.startswith("client") for target in targets)
+
+
 def applies(fault: str, target: str) -> bool:
     if fault in LEADER_FAULTS:
         return target.split(":")[0] == "leader"
@@ -140,11 +154,14 @@ def plan(
         return
     if WIRE in faults and not wire_rules:
         raise GregorError("--nemesis wire needs a rule to switch on: --wire-rule RULE, e.g. delay:api=EndTxn:ms=3000")
+    brokers = wire_broker_sources(targets)
     pairs = [
         (f, t)
         for f in faults
         for t in targets
-        if applies(f, t) and (node_faults is None or f in node_faults or t.startswith("client"))
+        if applies(f, t)
+        and (node_faults is None or f in node_faults or t.startswith("client"))
+        and (f != WIRE or brokers or t.startswith("client"))
     ]
     if not pairs:
         raise GregorError(

@@ -6,6 +6,11 @@ one client's connections, and its heal removes the rule. Removing a rule
 touches no connection, so the heal breaks nothing; what the rule took keeps
 its fate. The heal records what the relay did to the requests it took.
 
+A node target (coordinator, leader, node:n2, all, ...) is a broker source: the
+rule goes to the lab's other relay, the one on the brokers' own connections to
+each other, limited to the requests the target nodes send (WriteTxnMarkers from
+a transaction coordinator, AddPartitionsToTxn verification from a leader).
+
 A rule is written `ACTION[:KEY=VALUE]...` (--wire-rule), e.g.
 `delay:api=EndTxn:ms=3000:count=1`; parse_rule() turns it into the relay's
 own rule fields.
@@ -114,7 +119,10 @@ def did(report: dict) -> dict:
 
 
 def start(nemesis, step, target):
-    """Switches the step's rule on for the target client's connections (its namespace)."""
+    """Switches the step's rule on for the target client's connections (its namespace), or for
+    the target nodes' own connections to the brokers (a node target)."""
+    if target.nodes:
+        return _start_on_brokers(nemesis, step, target)
     relay = (getattr(nemesis.ctx, "test", None) or {}).get("wire_relay")
     if not relay:
         raise GregorError("no wire relay in this run (a wire fault needs the relay the run starts)")
@@ -131,12 +139,32 @@ def start(nemesis, step, target):
     return entry, fault_value([], [client.process], role=target.role, rule=step.rule, relay_rule=rule)
 
 
+def _start_on_brokers(nemesis, step, target):
+    relay = (getattr(nemesis.ctx, "test", None) or {}).get("wire_brokers")
+    if not relay:
+        raise GregorError("no wire relay on the brokers in this run (a node target needs the one the run starts)")
+    namespaces = [relay["places"][node] for node in target.nodes if node in relay["places"]]
+    if not namespaces:
+        raise TargetUnavailable(f"{', '.join(target.nodes)} sends no broker-to-broker requests (no broker there)")
+    rule = dict(parse_rule(step.rule), netns=namespaces)
+    nodes = [node for node in target.nodes if node in relay["places"]]
+    entry = nemesis.ledger.add(
+        {"fault": WIRE, "nodes": nodes, "clients": [], "role": target.role, "rule": rule, "relay": "brokers"}
+    )
+    rule = dict(rule, id=entry["id"])
+    nemesis.lab.wire_call({"op": "add", "rule": rule}, brokers=True)
+    return entry, fault_value(nodes, role=target.role, rule=step.rule, relay_rule=rule, source="brokers")
+
+
 def heal(lab, entry: dict) -> dict:
     """Switches the rule off (no connection is touched); what the relay did under it.
 
     After a crash the relay is gone (the lab's heal sweeps it): nothing to switch off."""
     try:
-        answer = lab.wire_call({"op": "remove", "id": entry["id"]})
+        if entry.get("relay") == "brokers":
+            answer = lab.wire_call({"op": "remove", "id": entry["id"]}, brokers=True)
+        else:
+            answer = lab.wire_call({"op": "remove", "id": entry["id"]})
     except GregorError as error:
         return {"rule_off": False, "why": str(error)}
     return {"rule_off": True, **did(answer["report"])}

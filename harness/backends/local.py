@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ground.errors import GregorError
-from ground.faults import NODE_FAULTS, POWER_LOSS
+from ground.faults import NODE_FAULTS, POWER_LOSS, WIRE
 from ground.paths import labs_dir
 from ground.procfs import proc_cmdline
 from harness.backends import netns, routed_places
@@ -39,7 +39,8 @@ class LocalBackend(BridgePlaces):
     """Network namespaces on this host."""
 
     name = "local"
-    faults = frozenset(NODE_FAULTS) | {POWER_LOSS}  # nodes share this host's FUSE (/dev/fuse)
+    # nodes share this host's FUSE (/dev/fuse) and its wire relay (which enters their namespaces)
+    faults = frozenset(NODE_FAULTS) | {POWER_LOSS, WIRE}
 
     def can_look_without_starting(self) -> bool:
         return os.geteuid() == 0

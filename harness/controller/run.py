@@ -22,6 +22,7 @@ from ground.signals import sigterm_as_interrupt
 from harness.controller.run_config import RunConfig
 from harness.lab import Lab, StaleLab
 from nemesis.ledger import Ledger
+from nemesis.schedule import wire_broker_sources, wire_client_sources
 from workloads.client import ClientSpec
 from workloads.client_pool import ClientPool
 from workloads.client_registry import kill_leftover_clients
@@ -404,7 +405,10 @@ def run(cfg: RunConfig) -> int:
     wall0 = time.monotonic()
     with sigterm_as_interrupt():
         try:
-            if WIRE in cfg.nemesis:  # in place before any client connects
+            if WIRE in cfg.nemesis and wire_broker_sources(cfg.nemesis_targets):
+                start_broker_wire(lab, test, list(topics), run_dir)
+                write_json(test_path, test)
+            if WIRE in cfg.nemesis and wire_client_sources(cfg.nemesis_targets):  # before any client connects
                 test["wire_relay"] = lab.start_wire(
                     [spec.place for spec in specs], log_path=os.path.join(run_dir, "clients", "wire-relay.log")
                 )
@@ -446,7 +450,7 @@ def run(cfg: RunConfig) -> int:
             if runner is not None:
                 runner.stop()
             pool.stop_all()
-            if "wire_relay" in test:
+            if "wire_relay" in test or "wire_brokers" in test:
                 stop_wire(lab, test)
             remove_client_places(lab, specs)
             lab.collect(run_dir)
@@ -508,13 +512,32 @@ def run(cfg: RunConfig) -> int:
     return 0
 
 
+def start_broker_wire(lab, test: dict, topics: list[str], run_dir: str) -> None:
+    """The relay on the brokers' own connections (broker sources), before the run's first op: the
+    connections the brokers had opened are cut once so that they reopen through it, then the run
+    waits until the topics are healthy again (test.json's "wire_brokers" says how many were cut)."""
+    test["wire_brokers"] = lab.start_broker_wire(log_path=os.path.join(run_dir, "clients", "wire-relay-brokers.log"))
+    cut = sum(test["wire_brokers"]["cut"].values())
+    say(
+        f"wire: relay on the connections between {len(test['wire_brokers']['places'])} broker(s); "
+        f"cut {cut} inter-broker connection(s) opened before it, once"
+    )
+    lab.wait_healthy(topics=topics, timeout=60)
+    links = lab.wire_call({"op": "links"}, brokers=True)["links"]
+    test["wire_brokers"]["links_at_start"] = len(links)
+
+
 def stop_wire(lab, test: dict) -> None:
-    """The relay's own counts into test.json's "wire_relay", then the relay and its rules swept."""
-    try:
-        status = lab.wire_call({"op": "status"})
-        test["wire_relay"]["final"] = {key: status.get(key) for key in ("accepted", "refused", "desync", "requests")}
-    except GregorError as error:
-        test["wire_relay"]["final"] = {"error": str(error)}
+    """Each relay's own counts into test.json ("wire_relay", "wire_brokers"), then the relays and
+    their rules swept."""
+    for field, brokers in (("wire_relay", False), ("wire_brokers", True)):
+        if field not in test:
+            continue
+        try:
+            status = lab.wire_call({"op": "status"}, brokers=brokers)
+            test[field]["final"] = {key: status.get(key) for key in ("accepted", "refused", "desync", "requests")}
+        except GregorError as error:
+            test[field]["final"] = {"error": str(error)}
     try:
         lab.sweep_wire()
     except GregorError as error:  # never mask the run's own outcome; the next run's heal sweeps again

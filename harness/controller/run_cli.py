@@ -52,7 +52,8 @@ def check_faults_possible(
     from nemesis.schedule import CLIENT_FAULTS, CLIENT_ONLY_FAULTS, DEFAULT_TARGETS
 
     can = with_composites(registry.backend(backend).faults)
-    cannot = [fault for fault in faults if fault not in can and fault not in CLIENT_ONLY_FAULTS]
+    # a fault that can hit clients is refused below only if a node target needs the backend for it
+    cannot = [fault for fault in faults if fault not in can and fault not in CLIENT_ONLY_FAULTS + CLIENT_FAULTS]
     if cannot:
         raise GregorError(
             f"the {backend} backend cannot inject {cannot[0]} faults; it can do: "
@@ -189,8 +190,9 @@ def settle_client(values: dict) -> None:
 
 
 def check_wire(values: dict) -> None:
-    """Wire faults: rules the relay takes, traffic it can read, client sources only (for now);
-    they put each client in a namespace of its own, where the relay serves it."""
+    """Wire faults: rules the relay takes, traffic it can read; client sources put each client in
+    a namespace of its own, where the relay serves it; broker sources (a node target) need a system
+    and a backend that can put the relay on the brokers' own connections."""
     rules, nemesis = values["wire_rule"], values["nemesis"]
     if WIRE not in nemesis:
         if rules:
@@ -210,13 +212,30 @@ def check_wire(values: dict) -> None:
             f"--nemesis wire reads the clients' Kafka frames, which security.protocol={protocol} hides "
             "(TLS, SASL): wire faults need PLAINTEXT clients"
         )
+    from nemesis.schedule import wire_broker_sources, wire_client_sources
+
     targets = values["nemesis_targets"]
-    if targets is not None and not any(target.startswith("client") for target in targets):
+    if wire_broker_sources(targets):
+        refuse_broker_sources(values["system"], values["backend"], values["system_options"], targets)
+    if wire_client_sources(targets):
+        values["client_netns"] = True  # the relay serves the clients' own namespaces
+
+
+def refuse_broker_sources(system: str, backend: str, options: dict | None, targets: list[str]) -> None:
+    """Wire faults on the brokers' own traffic (a node target) need Apache Kafka (brokers that talk
+    to each other over a listener Gregor knows) on the namespaces backend (the relay enters the
+    nodes' namespaces from this host); anything else is one line."""
+    node_target = next(target for target in targets if not target.startswith("client"))
+    if WIRE not in node_faults("local", system, options):
         raise GregorError(
-            "wire faults on the brokers' own traffic (broker sources) are not yet supported: "
-            "give a client target (client, client:ROLE)"
+            f"wire faults on the brokers' own traffic (target {node_target!r}) are for Apache Kafka labs only, "
+            f"not {system}; give a client target (client, client:ROLE)"
         )
-    values["client_netns"] = True  # the relay serves the clients' own namespaces
+    if WIRE not in node_faults(backend, system, options):
+        raise GregorError(
+            f"wire faults on the brokers' own traffic (target {node_target!r}) run on the namespaces backend "
+            f"(--backend local) only, not {backend}, for now; give a client target (client, client:ROLE)"
+        )
 
 
 def settle_replication(values: dict) -> None:

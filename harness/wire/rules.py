@@ -4,7 +4,7 @@ Why apart: a rule is the fault's whole meaning (nemesis ops in Gregor's history 
 the relay's loop only asks takes() and records what happened.
 
 Actions (the exact meanings are in relay.py's docstring, docs/WIRE.md): delay, hold, drop_response, duplicate.
-Limits: api, transactional_id, producer_id, dest, netns, count, after_ms + for_ms (a window).
+Limits: api, transactional_id, producer_id, dest, netns (one name or a list), count, after_ms + for_ms (a window).
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ class Rule:
         self.transactional_id = spec.get("transactional_id")
         self.producer_id = int(spec["producer_id"]) if spec.get("producer_id") is not None else None
         self.dest_host, self.dest_port = parse_dest(spec["dest"]) if spec.get("dest") else (None, None)
-        self.netns = spec.get("netns")  # one client place, when the relay serves several
+        # the namespaces whose connections it watches (one client place, or the nodes a broker-source
+        # fault aims at), when the relay serves several; None: every one
+        netns = spec.get("netns")
+        self.netns = None if netns is None else frozenset([netns] if isinstance(netns, str) else netns)
         self.count = int(spec["count"]) if spec.get("count") is not None else None
         self.start = now + _number(spec, "after_ms", 0) / 1000.0
         self.end = self.start + _number(spec, "for_ms", 0) / 1000.0 if spec.get("for_ms") is not None else None
@@ -80,7 +83,7 @@ class Rule:
             return False
         if self.dest_host and dest[0] != self.dest_host:
             return False
-        if self.netns is not None and netns != self.netns:
+        if self.netns is not None and netns not in self.netns:
             return False
         return not (self.dest_port and dest[1] != self.dest_port)
 

@@ -34,10 +34,44 @@ def test_a_wire_run_puts_clients_in_namespaces_and_keeps_its_rules():
             (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--client-config", "security.protocol=SASL_PLAINTEXT"),
             "wire faults need PLAINTEXT clients",
         ),
-        ((*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader"), "broker sources) are not yet"),
+        (
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader", "--system", "kfake"),
+            "are for Apache Kafka labs only, not kfake",
+        ),
+        (
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "coordinator", "--system", "tansu"),
+            "are for Apache Kafka labs only, not tansu",
+        ),
+        (
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "all", "--system", "external")
+            + ("--bootstrap", "h:1"),
+            "are for Apache Kafka labs only, not external",
+        ),
+        (
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader,client", "--backend", "docker"),
+            "run on the namespaces backend (--backend local) only, not docker",
+        ),
+        (
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "node:n1", "--backend", "ssh")
+            + ("--hosts", "a,b,c", "--insecure-host-keys"),
+            "run on the namespaces backend (--backend local) only, not ssh",
+        ),
     ],
 )
 def test_what_a_wire_run_refuses(argv, says):
     with pytest.raises(GregorError) as error:
         config(*argv)
     assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_node_target_makes_broker_sources_and_needs_no_client_namespace():
+    cfg = config(*WIRE_RUN, "--wire-rule", "delay:api=WriteTxnMarkers:ms=300", "--nemesis-targets", "coordinator")
+    assert cfg.nemesis_targets == ["coordinator"] and cfg.client_netns is False
+    both = config(*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader,client:txn")
+    assert both.client_netns is True
+
+
+def test_client_sources_stay_on_every_backend_and_system():
+    for extra in (("--backend", "docker"), ("--system", "kfake")):
+        cfg = config(*WIRE_RUN, "--wire-rule", "delay:api=EndTxn:ms=5", "--nemesis-targets", "client", *extra)
+        assert cfg.client_netns is True

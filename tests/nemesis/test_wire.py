@@ -9,7 +9,7 @@ from ground.errors import GregorError
 from ground.faults import WIRE, kind
 from nemesis import wire
 from nemesis.ledger import Ledger
-from nemesis.schedule import plan
+from nemesis.schedule import DEFAULT_TARGETS, plan, wire_broker_sources, wire_client_sources
 from nemesis.targets import Target, TargetUnavailable
 from workloads.context import ClientInfo
 
@@ -53,14 +53,25 @@ def test_a_bad_rule_is_one_line(text, says):
     assert says in str(error.value) and "\n" not in str(error.value)
 
 
-def test_the_plan_draws_wire_rules_for_client_targets_only_and_needs_one():
+def test_the_plan_draws_wire_rules_for_the_targets_named_and_needs_one():
     steps = plan([WIRE], ["leader", "client"], 1, 5.0, wire_rules=["delay:ms=5", "duplicate:api=EndTxn"])
     drawn = [next(steps) for _ in range(40)]
-    assert {step.target for step in drawn} == {"client"}
+    assert {step.target for step in drawn} == {"leader", "client"}  # a node target: broker sources
     assert {step.rule for step in drawn} == {"delay:ms=5", "duplicate:api=EndTxn"}
     assert drawn[0].intent()["rule"] == drawn[0].rule
     with pytest.raises(GregorError, match="--nemesis wire needs a rule"):
         next(plan([WIRE], ["client"], 1, 5.0))
+
+
+def test_with_the_default_targets_or_no_relay_on_the_nodes_wire_rules_aim_at_clients_only():
+    steps = plan([WIRE], DEFAULT_TARGETS, 1, 5.0, wire_rules=["delay:ms=5"])
+    drawn = [next(steps) for _ in range(40)]
+    assert {step.target for step in drawn} == {"client"}
+    steps = plan([WIRE], ["leader", "client"], 1, 5.0, node_faults=frozenset({"partition"}), wire_rules=["delay:ms=5"])
+    assert {next(steps).target for _ in range(40)} == {"client"}
+    assert wire_broker_sources(["coordinator"]) and not wire_client_sources(["coordinator"])
+    assert wire_client_sources(None) and not wire_broker_sources(None) and not wire_broker_sources(DEFAULT_TARGETS)
+    assert wire_broker_sources(["all", "client"]) and wire_client_sources(["all", "client"])
 
 
 def test_other_faults_plans_are_unchanged_by_the_wire_draw():
@@ -75,8 +86,10 @@ class Relay:
     def __init__(self):
         self.rules: dict[str, dict] = {}
         self.gone = False
+        self.asked: list[bool] = []  # per call: the brokers' relay (True) or the clients' (False)
 
-    def wire_call(self, request: dict) -> dict:
+    def wire_call(self, request: dict, brokers: bool = False) -> dict:
+        self.asked.append(brokers)
         if self.gone:
             raise GregorError("wire relay of lab t: no wire relay answers on /tmp/gregor-wire-t.sock")
         if request["op"] == "add":
@@ -94,7 +107,11 @@ class Nemesis:
     def __init__(self, tmp_path, relay):
         self.lab = relay
         self.ledger = Ledger(tmp_path / "faults.json")
-        self.ctx = type("Ctx", (), {"test": {"wire_relay": {"places": {"c1": "lab-c1"}}}})()
+        relays = {
+            "wire_relay": {"places": {"c1": "lab-c1"}},
+            "wire_brokers": {"places": {"n1": "lab-n1", "n2": "lab-n2"}},
+        }
+        self.ctx = type("Ctx", (), {"test": relays})()
 
 
 def client(place="c1") -> ClientInfo:
@@ -148,3 +165,24 @@ def test_a_client_outside_the_relays_namespaces_is_skipped(tmp_path):
 def test_the_fault_table_knows_wire():
     found = kind(WIRE)
     assert (found.start, found.heal, found.module, found.chart) == ("start-wire", "stop-wire", "nemesis.wire", "wire")
+
+
+def test_a_node_target_switches_the_rule_on_in_the_brokers_relay_for_those_nodes_only(tmp_path):
+    relay = Relay()
+    nemesis = Nemesis(tmp_path, relay)
+    step = next(plan([WIRE], ["all"], 0, 1.0, wire_rules=["delay:api=WriteTxnMarkers:ms=300"]))
+    entry, value = wire.start(nemesis, step, Target("all", ("n1", "n2", "k1")))
+    (on,) = relay.rules.values()
+    assert on["netns"] == ["lab-n1", "lab-n2"] and on["api"] == "WriteTxnMarkers"  # k1: a controller, no broker
+    assert value["nodes"] == ["n1", "n2"] and value["source"] == "brokers" and "clients" not in value
+    assert entry["relay"] == "brokers" and relay.asked == [True]
+    done = wire.heal(relay, entry)
+    assert done["rule_off"] and relay.asked == [True, True] and relay.rules == {}
+
+
+def test_a_node_target_with_no_broker_there_is_skipped(tmp_path):
+    nemesis = Nemesis(tmp_path, Relay())
+    step = next(plan([WIRE], ["controller"], 0, 1.0, wire_rules=["hold:ms=10"]))
+    with pytest.raises(TargetUnavailable, match="no broker there"):
+        wire.start(nemesis, step, Target("controller", ("k1",)))
+    assert nemesis.ledger.entries() == []

@@ -16,7 +16,7 @@ import threading
 import uuid
 
 from ground.errors import GregorError
-from ground.faults import NODE_FAULTS, POWER_LOSS
+from ground.faults import NODE_FAULTS, POWER_LOSS, WIRE
 from ground.protocols import Service
 from harness.systems import protocol_roles
 from harness.systems.kafka import config, install, txn_log
@@ -76,8 +76,9 @@ class KafkaSystem:
     @classmethod
     def node_faults(cls, backend_faults: frozenset, options: dict) -> frozenset:
         """Every fault the backend can do: Kafka runs on every node (and says
-        where its data lives, so power loss too)."""
-        return frozenset(backend_faults) & (frozenset(NODE_FAULTS) | {POWER_LOSS})
+        where its data lives, so power loss too; and which listener its brokers
+        use to each other, so wire faults on their own traffic too)."""
+        return frozenset(backend_faults) & (frozenset(NODE_FAULTS) | {POWER_LOSS, WIRE})
 
     def node_names(self, brokers: int) -> list[str]:
         """Brokers n1..nN, then the dedicated controllers k1..kM."""
@@ -235,6 +236,15 @@ class KafkaSystem:
 
     def bootstrap_servers(self, nodes) -> str:
         return ",".join(f"{n.address}:{config.BROKER_PORT}" for n in self._brokers(nodes))
+
+    def inter_broker_servers(self, nodes) -> list[str]:
+        """Where the brokers connect to each other (inter.broker.listener.name PLAINTEXT, the
+        listener the clients use too): what a wire relay on the nodes redirects."""
+        return [f"{n.address}:{config.BROKER_PORT}" for n in self._brokers(nodes)]
+
+    def inter_broker_nodes(self, nodes) -> list:
+        """The nodes whose process sends broker-to-broker requests (dedicated controllers do not)."""
+        return self._brokers(nodes)
 
     def broker_id(self, node_name: str) -> int:
         return self._state["nodes"][node_name]["broker_id"]

@@ -1,0 +1,179 @@
+"""Broker sources on a real lab: the wire relay on the brokers' own connections to each other
+(the namespaces backend), real Kafka brokers, a real transactional librdkafka producer, real
+iptables. A delay rule on WriteTxnMarkers takes the markers the coordinator sends, one on
+AddPartitionsToTxn the leaders' verification requests; nothing is left behind, also after a
+crashed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_lab_wire import TxnClient, wire_rules_in
+
+from ground.faults import WIRE
+from harness.wire.places import relays
+from harness.wire_relay import brokers_tag
+from nemesis import wire
+from nemesis.ledger import Ledger
+
+pytestmark = [pytest.mark.lab, pytest.mark.first_backend_only]
+
+GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
+DELAY_MS = 300
+TRANSACTIONS = 5
+
+
+@pytest.fixture
+def on_namespaces(lab):
+    if lab.backend.name != "local":
+        pytest.skip("broker sources run on the namespaces backend only (docs/WIRE.md)")
+    return lab
+
+
+@pytest.fixture
+def place(on_namespaces):
+    found = on_namespaces.client_place("bw1")
+    yield found
+    on_namespaces.sweep_wire()
+    on_namespaces.remove_client_place("bw1")
+
+
+def node_namespaces(lab) -> list[str]:
+    return [node.namespace for node in lab.nodes]
+
+
+def nothing_left(lab) -> None:
+    assert relays(brokers_tag(lab.name)) == [] and relays(lab.name) == []
+    for namespace in node_namespaces(lab):
+        rules = subprocess.run(
+            ["ip", "netns", "exec", namespace, "iptables", "-t", "nat", "-S"], capture_output=True, text=True
+        ).stdout
+        assert "gregor-wire" not in rules, (namespace, rules)
+    assert not os.path.exists(f"/tmp/gregor-wire-{brokers_tag(lab.name)}.sock")
+
+
+def delayed_under(lab, topic: str, place, api: str) -> dict:
+    """TRANSACTIONS transactions of a fresh producer on `topic` with a delay rule on `api` switched
+    on for every broker's own requests; what the relay did under it."""
+    served = lab.start_broker_wire()
+    lab.wait_healthy(topics=[topic], timeout=60)
+    rule = {"action": "delay", "api": api, "delay_ms": DELAY_MS, "netns": list(served["places"].values())}
+    lab.wire_call({"op": "add", "rule": dict(rule, id="bw-delay")}, brokers=True)
+    client = TxnClient(place.handle["netns"], lab.bootstrap_servers, f"bw-{topic}", topic)
+    try:
+        client.transactions(TRANSACTIONS)
+        time.sleep(DELAY_MS / 1000 + 0.5)  # the last commit's markers leave the relay after the commit returns
+        done = wire.heal(lab, {"id": "bw-delay", "relay": "brokers"})
+        status = lab.wire_call({"op": "status"}, brokers=True)
+    finally:
+        client.close()
+    return {"served": served, "done": done, "status": status}
+
+
+def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_namespaces, place):
+    lab = on_namespaces
+    topic = f"bw-markers-{int(time.time())}"
+    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
+    lab.wait_healthy(topics=[topic], timeout=60)
+    try:
+        found = delayed_under(lab, topic, place, "WriteTxnMarkers")
+    finally:
+        lab.sweep_wire()
+    done, status = found["done"], found["status"]
+    print("WriteTxnMarkers rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
+    print("cut at start:", found["served"]["cut"])
+    # each commit's markers reach the partition's leader as at least one WriteTxnMarkers request
+    assert done["rule_off"] and done["took"] >= TRANSACTIONS
+    assert done["by_api"] == {"WriteTxnMarkers": done["took"]}
+    assert done["forwarded"] == done["took"] and done["answered"] == done["took"]
+    for request in done["requests"]:
+        assert request["forwarded_at"] - request["t"] >= DELAY_MS / 1000 - 0.01
+        assert request["client_id"].startswith("broker-")  # the coordinator's own client, not ours
+    assert status["refused"] == status["desync"] == 0 and status["rules"] == []
+    nothing_left(lab)
+
+
+def test_a_delay_rule_on_addpartitionstotxn_takes_the_leaders_verification(on_namespaces, place):
+    lab = on_namespaces
+    topic = f"bw-verify-{int(time.time())}"
+    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
+    lab.wait_healthy(topics=[topic], timeout=60)
+    try:
+        found = delayed_under(lab, topic, place, "AddPartitionsToTxn")
+    finally:
+        lab.sweep_wire()
+    done = found["done"]
+    print("AddPartitionsToTxn rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
+    # Kafka 3.9's leaders verify each transaction's first produce with the coordinator (verify-only, v4+)
+    assert done["rule_off"] and done["took"] >= TRANSACTIONS
+    assert done["by_api"] == {"AddPartitionsToTxn": done["took"]}
+    assert all(request["version"] >= 4 for request in done["requests"]), done["requests"]
+    for request in done["requests"]:
+        assert request["forwarded_at"] - request["t"] >= DELAY_MS / 1000 - 0.01
+    nothing_left(lab)
+
+
+def test_a_crashed_broker_source_run_leaves_nothing_its_heal_does_not_sweep(on_namespaces, tmp_path):
+    lab = on_namespaces
+    run = subprocess.Popen(
+        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", "local", "--store", str(tmp_path)]
+        + ["--time-limit", "120", "--no-check", "--concurrency", "4", "--rate", "40", "--seed", "5"]
+        + ["--nemesis", WIRE, "--nemesis-targets", "coordinator", "--nemesis-interval", "2"]
+        + ["--wire-rule", "hold:api=WriteTxnMarkers:ms=60000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    ledger = Ledger.for_lab(lab.name)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(e.get("relay") == "brokers" for e in ledger.entries()):
+        time.sleep(0.2)
+    try:
+        assert any(e.get("relay") == "brokers" for e in ledger.entries()), "no broker-source wire fault began"
+        time.sleep(1.0)  # let the hold take a marker request
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+    # the crash left the brokers' relay running and its REDIRECT rules in the nodes' namespaces
+    assert relays(brokers_tag(lab.name)), "the brokers' relay did not outlive the crashed run"
+    assert wire_rules_in(node_namespaces(lab))
+    from harness.controller.run import heal_before
+
+    heal_before(lab)  # what the next `gregor run` does first
+    assert ledger.entries() == []
+    nothing_left(lab)
+    assert wire_rules_in(node_namespaces(lab)) == []
+
+
+def test_a_txn_run_with_a_delay_rule_on_the_coordinators_markers_is_valid(on_namespaces, tmp_path):
+    lab = on_namespaces
+    result = subprocess.run(
+        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", "local", "--store", str(tmp_path)]
+        + ["--time-limit", "20", "--seed", "2", "--nemesis", WIRE, "--nemesis-targets", "coordinator"]
+        + ["--wire-rule", "delay:api=WriteTxnMarkers:ms=200", "--nemesis-interval", "3"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run_dir,) = [path for path, _dirs, files in os.walk(tmp_path) if "results.json" in files]
+    assert json.load(open(os.path.join(run_dir, "results.json")))["verdict"] == "valid"
+    test = json.load(open(os.path.join(run_dir, "test.json")))
+    assert "wire_relay" not in test  # no client target: the clients' relay is not started
+    assert test["wire_brokers"]["final"]["refused"] == test["wire_brokers"]["final"]["desync"] == 0
+    heals = []
+    for line in open(os.path.join(run_dir, "history.jsonl")):
+        event = json.loads(line)
+        if event.get("process") == "nemesis" and event["type"] == "info" and "rule_off" in event["value"]:
+            heals.append(event["value"])
+    print("heals:", [{k: h.get(k) for k in ("nodes", "took", "delayed", "by_api")} for h in heals])
+    print("wire_brokers:", json.dumps({k: v for k, v in test["wire_brokers"].items() if k != "ports"}))
+    assert heals and all(h["rule_off"] and h["nodes"] for h in heals)
+    assert sum(h["delayed"] for h in heals) > 0, "the rule never took a request: the run proves nothing"
+    assert all(set(h["by_api"]) <= {"WriteTxnMarkers"} for h in heals)
+    nothing_left(lab)
