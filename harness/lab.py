@@ -496,7 +496,23 @@ class Lab:
         tag = wire_relay.brokers_tag(self.name)
         self._broker_wire_process, ready = wire_relay.start(tag, list(namespaces.values()), dests, log_path)
         cut = {node.name: wire_relay.cut_connections(node, dests) for node in nodes}
-        return {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests, "cut": cut}
+        served = {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
+        served["cut"] = cut
+        return {**served, "reconnected": self._reconnected_through_wire(served)}
+
+    def _reconnected_through_wire(self, served: dict, timeout: float = 30.0) -> dict:
+        """Waits until every node whose connections were cut has opened one again through the
+        brokers' relay (a replica fetcher does within seconds); returns the relay's links per node."""
+        deadline = time.monotonic() + timeout
+        while True:
+            links = self.wire_call({"op": "links"}, brokers=True)["links"]
+            by_node = {
+                node: sum(1 for link in links if link["netns"] == namespace)
+                for node, namespace in served["places"].items()
+            }
+            if all(by_node[node] for node, cut in served["cut"].items() if cut) or time.monotonic() >= deadline:
+                return by_node
+            time.sleep(0.2)
 
     def wire_call(self, request: dict, brokers: bool = False) -> dict:
         """One request to the lab's wire relay (brokers: the one on the brokers' own connections,

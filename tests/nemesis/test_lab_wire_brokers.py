@@ -87,7 +87,10 @@ def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_n
         lab.sweep_wire()
     done, status = found["done"], found["status"]
     print("WriteTxnMarkers rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
-    print("cut at start:", found["served"]["cut"])
+    print("cut at start:", found["served"]["cut"], "reopened through the relay:", found["served"]["reconnected"])
+    # the connections the brokers had opened before the relay were cut once, and reopened through it
+    served = found["served"]
+    assert all(served["reconnected"][node] for node, cut in served["cut"].items() if cut), served
     # each commit's markers reach the partition's leader as at least one WriteTxnMarkers request
     assert done["rule_off"] and done["took"] >= TRANSACTIONS
     assert done["by_api"] == {"WriteTxnMarkers": done["took"]}
@@ -165,7 +168,9 @@ def test_a_txn_run_with_a_delay_rule_on_the_coordinators_markers_is_valid(on_nam
     assert json.load(open(os.path.join(run_dir, "results.json")))["verdict"] == "valid"
     test = json.load(open(os.path.join(run_dir, "test.json")))
     assert "wire_relay" not in test  # no client target: the clients' relay is not started
-    assert test["wire_brokers"]["final"]["refused"] == test["wire_brokers"]["final"]["desync"] == 0
+    served = test["wire_brokers"]
+    assert served["final"]["refused"] == served["final"]["desync"] == 0
+    assert all(served["reconnected"][node] for node, cut in served["cut"].items() if cut), served
     heals = []
     for line in open(os.path.join(run_dir, "history.jsonl")):
         event = json.loads(line)
