@@ -106,7 +106,8 @@ NEMESIS_OPTIONS = (
         kind=REPEAT,
         metavar="RULE",
         group=GROUP,
-        help="a rule a wire fault switches on for one client's requests (repeatable; each fault draws one), "
+        help="a rule a wire fault switches on for one client's requests, or for the requests the brokers a "
+        "node target names send other brokers (Apache Kafka, namespaces backend) (repeatable; each fault draws one), "
         "ACTION[:KEY=VALUE]...: delay|hold|drop-response|duplicate, keys api, ms, on, txn, producer, dest, "
         "count, after, for; e.g. delay:api=EndTxn:ms=3000:count=1 (docs/WIRE.md)",
     ),
