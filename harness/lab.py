@@ -495,10 +495,14 @@ class Lab:
         dests = self.system.inter_broker_servers(self.nodes)
         tag = wire_relay.brokers_tag(self.name)
         self._broker_wire_process, ready = wire_relay.start(tag, list(namespaces.values()), dests, log_path)
-        cut = {node.name: wire_relay.cut_connections(node, dests) for node in nodes}
         served = {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
-        served["cut"] = cut
-        return {**served, "reconnected": self._reconnected_through_wire(served)}
+        try:
+            served["cut"] = {node.name: wire_relay.cut_connections(node, dests) for node in nodes}
+            served["reconnected"] = self._reconnected_through_wire(served)
+        except GregorError:
+            wire_relay.sweep(tag, list(namespaces.values()))
+            raise
+        return served
 
     def _reconnected_through_wire(self, served: dict, timeout: float = 30.0) -> dict:
         """Waits until every node whose connections were cut has opened one again through the

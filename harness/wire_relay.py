@@ -33,11 +33,12 @@ def brokers_tag(lab: str) -> str:
     return f"{lab}.brokers"
 
 
-def start(lab: str, namespaces: list[str], dests: list[str], log_path: str | None = None) -> tuple:
-    """Starts the relay tagged `lab` for these namespaces and broker addresses (after sweeping any old
-    one); returns (process, its ready line: ports per namespace, control socket). GregorError if it fails."""
-    sweep(lab, namespaces)
-    command = [sys.executable, "-m", "harness.wire.relay", "serve", "--tag", lab]
+def start(tag: str, namespaces: list[str], dests: list[str], log_path: str | None = None) -> tuple:
+    """Starts the relay tagged `tag` (a lab's name, or brokers_tag) for these namespaces and broker
+    addresses (after sweeping any old one); returns (process, its ready line: ports per namespace,
+    control socket). GregorError if it fails."""
+    sweep(tag, namespaces)
+    command = [sys.executable, "-m", "harness.wire.relay", "serve", "--tag", tag]
     for dest in dests:
         command += ["--dest", dest]
     for namespace in namespaces:
@@ -51,7 +52,7 @@ def start(lab: str, namespaces: list[str], dests: list[str], log_path: str | Non
     line = _ready_line(process)
     if line is None:
         code = process.poll()
-        sweep(lab, namespaces)
+        sweep(tag, namespaces)
         where = f"; see {log_path}" if log_path else ""
         raise GregorError(f"the wire relay did not start (exit status {code}){where}")
     return process, json.loads(line)
