@@ -68,6 +68,14 @@ def test_namespace_destination_and_transactional_id_limits():
     assert not other.takes(end_txn, DEST, None, 1.0)
 
 
+def test_a_list_of_namespaces_takes_the_requests_of_each_of_them():
+    markers = first(kf.END_TXN)  # the limit is the same whatever the API
+    rule = Rule({"action": "delay", "delay_ms": 5, "api": "EndTxn", "netns": ["lab-n1", "lab-n3"]}, 0.0)
+    assert rule.takes(markers, DEST, "lab-n1", 1.0) and rule.takes(markers, DEST, "lab-n3", 1.0)
+    assert not rule.takes(markers, DEST, "lab-n2", 1.0)
+    assert rule.report(1.0)["rule"]["netns"] == ["lab-n1", "lab-n3"]
+
+
 def test_producer_id_limit_takes_every_request_that_names_the_producer():
     produce = next(r for r in requests() if r.api_key == kf.PRODUCE and r.producer_ids)
     (pid,) = produce.producer_ids
