@@ -104,15 +104,49 @@ def did(report: dict) -> dict:
     out["by_api"] = dict(Counter(event.get("api") for event in events))
     if report.get("events_dropped"):
         out["events_not_kept"] = report["events_dropped"]  # counted above only as "took"
-    out["requests"] = [
-        {
-            key: event[key]
-            for key in ("api", "version", "correlation_id", "client_id", "transactional_ids", "t", "forwarded_at")
-            if event.get(key) not in (None, [], "")
-        }
-        for event in events[:REQUESTS_SHOWN]
-    ]
+    out["requests"] = [shown(event) for event in events[:REQUESTS_SHOWN]]
     return out
+
+
+def shown(event: dict) -> dict:
+    """One request a rule took, as the history keeps it: what it was, the batches it carried
+    (producer id, epoch, base sequence) or whether it committed (EndTxn), and what the broker
+    answered (error codes; Produce's base offsets), even when the client never heard it."""
+    kept = {
+        key: event[key]
+        for key in (
+            "api",
+            "version",
+            "correlation_id",
+            "client_id",
+            "transactional_ids",
+            "committed",
+            "t",
+            "forwarded_at",
+            "response_dropped",
+        )
+        if event.get(key) not in (None, [], "")
+    }
+    batches = [
+        {key: value for key, value in batch.items() if key not in BATCH_LEFT_OUT and value is not None}
+        for batch in event.get("producers") or ()
+    ]
+    if batches:
+        kept["batches"] = batches
+    response = event.get("response")
+    if response:
+        answer = {"error": response["error"]} if "error" in response else {}
+        if response.get("partitions"):
+            answer["partitions"] = [
+                {key: value for key, value in part.items() if key not in ANSWER_LEFT_OUT}
+                for part in response["partitions"]
+            ]
+        kept["answer"] = answer
+    return kept
+
+
+BATCH_LEFT_OUT = ("topic", "control")  # a batch keeps its partition, producer id, epoch, base sequence...
+ANSWER_LEFT_OUT = ("topic", "log_start_offset", "message")  # ...an answer its partition, error, base offset
 
 
 # --- the fault (ground/faults.py: wire) ---------------------------------------
@@ -123,20 +157,25 @@ def start(nemesis, step, target):
     the target nodes' own connections to the brokers (a node target)."""
     if target.nodes:
         return _start_on_brokers(nemesis, step, target)
+    client = target.clients[0]
     relay = (getattr(nemesis.ctx, "test", None) or {}).get("wire_relay")
+    return switch_on(nemesis.lab, nemesis.ledger, relay, client.place, client.process, target.role, step.rule)
+
+
+def switch_on(lab, ledger, relay: dict | None, place: str | None, process: int, role: str, text: str):
+    """Rule `text` on in the relay for one client's place, in the fault ledger first (so a crash's
+    heal finds it); the ledger entry and the fault's recorded value. Also the workloads' own
+    conductors (workloads/script.py) switch rules through here."""
     if not relay:
         raise GregorError("no wire relay in this run (a wire fault needs the relay the run starts)")
-    client = target.clients[0]
-    namespace = relay["places"].get(client.place)
+    namespace = relay["places"].get(place)
     if namespace is None:
-        raise TargetUnavailable(f"client {client.process} has no namespace the relay serves")
-    rule = dict(parse_rule(step.rule), netns=namespace)
-    entry = nemesis.ledger.add(
-        {"fault": WIRE, "nodes": [], "clients": [{"process": client.process}], "role": target.role, "rule": rule}
-    )
+        raise TargetUnavailable(f"client {process} has no namespace the relay serves")
+    rule = dict(parse_rule(text), netns=namespace)
+    entry = ledger.add({"fault": WIRE, "nodes": [], "clients": [{"process": process}], "role": role, "rule": rule})
     rule = dict(rule, id=entry["id"])  # the relay's rule id is the ledger entry's: the heal needs no other
-    nemesis.lab.wire_call({"op": "add", "rule": rule})
-    return entry, fault_value([], [client.process], role=target.role, rule=step.rule, relay_rule=rule)
+    lab.wire_call({"op": "add", "rule": rule})
+    return entry, fault_value([], [process], role=role, rule=text, relay_rule=rule)
 
 
 def _start_on_brokers(nemesis, step, target):

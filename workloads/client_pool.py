@@ -41,6 +41,7 @@ class _Live:
     polled_at: float = 0.0  # time.monotonic() when it told them
     jvms: list = field(default_factory=list)  # pids of the JVMs it started (Kafka's Java client)
     window_at: float | None = None  # time.monotonic() when it said it entered its window (a copier's)
+    script_at: int | None = None  # the conductor's step a scripted client waits at (workloads/script.py)
     done: bool = False
 
 
@@ -86,6 +87,18 @@ class ClientPool:
         with self.lock:
             live = self.live.get(slot)
             return live.process if live else None
+
+    def place_of(self, slot: int) -> str | None:
+        """The name of the client place (namespace) the slot's client runs in, if any."""
+        with self.lock:
+            live = self.live.get(slot)
+            return live.spec.place.name if live and live.spec.place is not None else None
+
+    def script_step(self, slot: int) -> int | None:
+        """The conductor's step a scripted client has reached and waits at; None if none."""
+        with self.lock:
+            live = self.live.get(slot)
+            return live.script_at if live and not live.done else None
 
     def kill_and_replace(self, slot: int) -> tuple[int, int]:
         """SIGKILLs a client and respawns its slot as a new process; (old, new) ids."""
@@ -236,6 +249,9 @@ class ClientPool:
             return
         if "_written" in event:
             live.written = event["_written"]
+            return
+        if "_script" in event:
+            live.script_at = event["_script"]
             return
         if "_window" in event:
             live.window_at = time.monotonic() if event["_window"] is not None else None

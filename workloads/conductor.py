@@ -12,11 +12,12 @@ import functools
 import threading
 import time
 
-from ground.faults import KILL_CLIENT, PAUSE, kind
+from ground.faults import KILL_CLIENT, PAUSE, WIRE, kind
 from ground.procfs import identity
 from nemesis import pause
+from nemesis import wire as wire_fault
 
-PAUSE_KIND, KILL_CLIENT_KIND = kind(PAUSE), kind(KILL_CLIENT)
+PAUSE_KIND, KILL_CLIENT_KIND, WIRE_KIND = kind(PAUSE), kind(KILL_CLIENT), kind(WIRE)
 
 
 def _one_nemesis_op(action):
@@ -136,6 +137,41 @@ class ClientFaults:
                 "value": {"nodes": [], "clients": [old], "killed": [old], "replaced_by": new, "why": why},
             }
         )
+
+    @_one_nemesis_op
+    def wire_on(self, lab, relay: dict | None, slot: int, text: str, why: str) -> dict | None:
+        """Switches a wire rule on for one client's connections (nemesis/wire.py), recorded as
+        the nemesis's start-wire; its ledger entry (for wire_off), or None when it failed."""
+        process, place = self.pool.process_of(slot), self.pool.place_of(slot)
+        self.record(
+            {
+                "process": "nemesis",
+                "type": "invoke",
+                "f": WIRE_KIND.start,
+                "value": {"nodes": [], "clients": [process], "rule": text, "why": why},
+            }
+        )
+        try:
+            entry, value = wire_fault.switch_on(lab, self.ledger, relay, place, process, f"client:{why}", text)
+        except Exception as error:  # recorded, as the nemesis records a fault it could not apply
+            value = {"nodes": [], "clients": [process], "failed": str(error), "why": why}
+            self.record({"process": "nemesis", "type": "info", "f": WIRE_KIND.start, "value": value})
+            return None
+        self.record({"process": "nemesis", "type": "info", "f": WIRE_KIND.start, "value": dict(value, why=why)})
+        return entry
+
+    @_one_nemesis_op
+    def wire_off(self, lab, entry: dict, why: str) -> dict:
+        """Switches the rule off again (no connection is touched); what the relay did under it."""
+        clients = [c["process"] for c in entry.get("clients", [])]
+        self.record(
+            {"process": "nemesis", "type": "invoke", "f": WIRE_KIND.heal, "value": {"nodes": [], "clients": clients}}
+        )
+        done = wire_fault.heal(lab, entry)
+        self.ledger.remove(entry["id"])
+        value = {"nodes": [], "clients": clients, **done, "why": why}
+        self.record({"process": "nemesis", "type": "info", "f": WIRE_KIND.heal, "value": value})
+        return done
 
 
 class Conductor(threading.Thread):

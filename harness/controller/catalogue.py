@@ -25,7 +25,10 @@ from harness.controller import run_config
 
 CATALOGUE = Path(__file__).with_name("scenarios.toml")
 SIDES = ("unsafe", "safe")
-ENTRY_FIELDS = {"name", "promise", "expected", "lab", "storage", "run", "unsafe", "safe", "note"}
+ENTRY_FIELDS = {"name", "promise", "expected", "lab", "storage", "run", "unsafe", "safe", "note", "system"}
+# what a claim's [claim.system.SIDE] may pin for a side's lab (a reproduction's two sides can need
+# two Kafka releases): the system's version, and Kafka's transaction.version feature
+SYSTEM_FIELDS = {"version": str, "transaction-version": int}
 NEEDS_COMPLETE_DRAIN = {"unseen"}
 # Options the catalogue sets itself for every run.
 RESERVED = {"lab", "backend", "system", "version", "store", "name", "seed", "no-check"}
@@ -41,6 +44,14 @@ class Claim:
     lab: dict[str, str] = field(default_factory=dict)
     storage: str = "disk"
     note: str = ""
+    system: dict[str, dict] = field(default_factory=dict)  # side -> its lab's pinned version, features
+
+    def side_system(self, side: str) -> dict:
+        """What the side pins of its lab ({} when the catalogue's own --version serves)."""
+        return dict(self.system.get(side, {}))
+
+    def sides_share_a_lab(self) -> bool:
+        return self.side_system("unsafe") == self.side_system("safe")
 
     def options(self, side: str, time_limit: float | None = None) -> dict:
         """The run options of one side: the shared ones, then the side's."""
@@ -114,6 +125,15 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
             options_to_argv(entry[table])
         except GregorError as error:
             raise GregorError(f"{where}: {table}: {error}") from None
+    system = entry.get("system", {})
+    if not isinstance(system, dict) or set(system) - set(SIDES):
+        raise GregorError(f"{where}: system holds a table per side ({', '.join(SIDES)})")
+    for side, pinned in system.items():
+        if not isinstance(pinned, dict) or set(pinned) - set(SYSTEM_FIELDS):
+            raise GregorError(f"{where}: system.{side} may pin only {', '.join(sorted(SYSTEM_FIELDS))}")
+        for key, kind in SYSTEM_FIELDS.items():
+            if key in pinned and not isinstance(pinned[key], kind):
+                raise GregorError(f"{where}: system.{side}.{key} must be a {kind.__name__}")
     claim = Claim(
         name=name,
         promise=" ".join(str(entry["promise"]).split()),
@@ -123,6 +143,7 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
         lab={str(k): str(v) for k, v in entry.get("lab", {}).items()},
         storage=str(entry.get("storage", "disk")),
         note=" ".join(str(entry.get("note", "")).split()),
+        system={side: dict(pinned) for side, pinned in system.items()},
     )
     for side in SIDES:
         check_run_options(claim, side)

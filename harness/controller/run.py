@@ -260,7 +260,9 @@ def build_specs(
     return specs
 
 
-def conductors_for(cfg: RunConfig, specs: list[ClientSpec], faults: ClientFaults, pool, deadline: float) -> list:
+def conductors_for(
+    cfg: RunConfig, specs: list[ClientSpec], faults: ClientFaults, pool, deadline: float, lab=None, test=None
+) -> list:
     if cfg.workload == "zombie":
         from workloads.zombie import ZombieConductor
 
@@ -275,6 +277,10 @@ def conductors_for(cfg: RunConfig, specs: list[ClientSpec], faults: ClientFaults
 
         members = [s.slot for s in specs if s.role == "member"]
         return [GroupConductor(faults, members, cfg.seed, session_timeout_s=6.0, deadline=deadline)]
+    if cfg.workload == "script":
+        from workloads.script import ScriptConductor
+
+        return [ScriptConductor(faults, pool, lab, test, specs[0].slot, cfg.script, deadline=deadline)]
     if cfg.workload == "txn" and cfg.hang:
         from workloads.txn import HangConductor
 
@@ -398,7 +404,7 @@ def run(cfg: RunConfig) -> int:
     )
     os.makedirs(os.path.join(run_dir, "clients"), exist_ok=True)
     faults = ClientFaults(pool, ctx.record, Ledger.for_lab(lab.name), op_lock=ctx.nemesis_op)
-    conductors = conductors_for(cfg, specs, faults, pool, deadline)
+    conductors = conductors_for(cfg, specs, faults, pool, deadline, lab, test)
     runner = None
     interrupted = False
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -408,7 +414,8 @@ def run(cfg: RunConfig) -> int:
             if WIRE in cfg.nemesis and wire_broker_sources(cfg.nemesis_targets):
                 start_broker_wire(lab, test, list(topics), run_dir)
                 write_json(test_path, test)
-            if WIRE in cfg.nemesis and wire_client_sources(cfg.nemesis_targets):  # before any client connects
+            if cfg.workload == "script" or (WIRE in cfg.nemesis and wire_client_sources(cfg.nemesis_targets)):
+                # in place before any client connects
                 test["wire_relay"] = lab.start_wire(
                     [spec.place for spec in specs], log_path=os.path.join(run_dir, "clients", "wire-relay.log")
                 )

@@ -9,6 +9,7 @@ from ground.faults import PARTITION, POWER_LOSS, WIRE, with_composites
 from ground.options import add_options
 from harness import registry
 from harness.controller.run_config import OPTIONS, SETTINGS, RunConfig
+from workloads.script import SCRIPTS
 
 MAX_PARTITIONS = 2000
 
@@ -139,6 +140,7 @@ def validate(args) -> RunConfig:
     check_partitions(values)
     settle_client(values)
     check_wire(values)
+    check_script(values)
     values["nemesis_targets"] = check_faults_possible(
         values["backend"], nemesis, values["system"], values["system_options"], values["nemesis_targets"]
     )
@@ -157,7 +159,7 @@ def validate(args) -> RunConfig:
     values["name"] = values["name"] or f"{values['system']}-{workload}"
     if not all(c.isalnum() or c in "-_." for c in values["name"]):
         raise GregorError(f"--name {values['name']!r} may hold only letters, digits, '-', '_' and '.'")
-    values["transactional"] = workload in ("txn", "eos") or (
+    values["transactional"] = workload in ("txn", "eos", "script") or (
         workload == "zombie" and values["zombie_kind"] == "transactional"
     )
     return RunConfig(**values)
@@ -236,6 +238,21 @@ def refuse_broker_sources(system: str, backend: str, options: dict | None, targe
             f"wire faults on the brokers' own traffic (target {node_target!r}) run on the namespaces backend "
             f"(--backend local) only, not {backend}, for now; give a client target (client, client:ROLE)"
         )
+
+
+def check_script(values: dict) -> None:
+    """A scripted run: its script named, and its clients where the wire relay serves them
+    (the script's conductor switches rules; the relay starts with the run)."""
+    if values["workload"] != "script":
+        return
+    if not values["script"]:
+        raise GregorError("--workload script needs --script NAME; the scripts are " + ", ".join(SCRIPTS))
+    protocol = str((values["client_config"] or {}).get("security.protocol", "plaintext")).lower()
+    if protocol != "plaintext":
+        raise GregorError(
+            f"--workload script drives wire faults, which need PLAINTEXT clients, not security.protocol={protocol}"
+        )
+    values["client_netns"] = True
 
 
 def settle_replication(values: dict) -> None:

@@ -45,8 +45,9 @@ from harness.controller.lab_options import (
 )
 from nemesis.options import NEMESIS_OPTIONS
 from workloads.kafka_client import CLIENTS, LIBRDKAFKA
+from workloads.script import SCRIPTS
 
-WORKLOADS = ("queue", "txn", "zombie", "eos", "group")
+WORKLOADS = ("queue", "txn", "zombie", "eos", "group", "script")
 ALWAYS, AWAY = "always", "away from its default"  # when test.json's "client" records a setting
 SPREAD = "*"  # a setting whose own KEY=VALUE pairs are topic settings
 
@@ -468,6 +469,16 @@ class RunConfig:
         workload="eos",
         client="copier.offsets",
         record="copier.offsets",
+        record_when=AWAY,
+    )
+    script: str | None = option(
+        "--script",
+        "script workload: the fixed steps its one producer runs, in step with wire faults "
+        "(workloads/script.py; docs/SCENARIOS.md, Reproductions)",
+        choices=tuple(SCRIPTS),
+        workload="script",
+        client="script",
+        record="script",
         record_when=AWAY,
     )
     hang: str | None = option(

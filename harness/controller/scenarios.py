@@ -164,6 +164,7 @@ class Catalogue:
             "sides": {
                 side: {
                     "settings": claim.describe_side(side),
+                    "system": claim.side_system(side),
                     "client": claim.client(side, self.client),
                     "arguments": claim.run_arguments(side, self.seed, self.time_limit)
                     + self.client_arguments(claim, side),
@@ -186,16 +187,18 @@ class Catalogue:
         try:
             for claim, entry in zip(self.claims, self.summary["claims"]):
                 self.progress(f"scenarios: {claim.name}: {claim.promise}")
-                try:
-                    self.lab_for(claim)
-                except GregorError as error:
-                    self.progress(f"scenarios: {claim.name}: no lab: {error}")
-                    for side in catalogue.SIDES:
-                        entry["sides"][side]["runs"].append({"error": f"lab: {error}"})
-                    self.refresh(entry)
+                if claim.sides_share_a_lab():
+                    if not self.side_lab(claim, catalogue.SIDES[0], entry, both=True):
+                        continue
+                    for k in range(self.runs):
+                        for side in catalogue.SIDES:
+                            entry["sides"][side]["runs"].append(self.one_run(claim, side, k))
+                            self.refresh(entry)
                     continue
-                for k in range(self.runs):
-                    for side in catalogue.SIDES:
+                for side in catalogue.SIDES:  # a lab per side: each side's runs together
+                    if not self.side_lab(claim, side, entry):
+                        continue
+                    for k in range(self.runs):
                         entry["sides"][side]["runs"].append(self.one_run(claim, side, k))
                         self.refresh(entry)
             self.summary["finished"] = True
@@ -208,17 +211,37 @@ class Catalogue:
         self.summary["page"] = str(self.directory / "index.html")
         return self.summary
 
-    def lab_for(self, claim) -> None:
-        """The claim's lab: the running one if it has the claim's settings, else a new one."""
+    def side_lab(self, claim, side: str, entry: dict, both: bool = False) -> bool:
+        """The lab of a side (of both sides with `both`); False, with the error in the
+        side's runs, when it cannot be had."""
+        try:
+            self.lab_for(claim, side)
+            return True
+        except GregorError as error:
+            self.progress(f"scenarios: {claim.name}: no lab: {error}")
+            for each in catalogue.SIDES if both else (side,):
+                entry["sides"][each]["runs"].append({"error": f"lab: {error}"})
+            self.refresh(entry)
+            return False
+
+    def version_of(self, claim, side: str) -> str | None:
+        """The side's system version: the one the claim pins, else the catalogue's --version."""
+        return claim.side_system(side).get("version") or self.version
+
+    def lab_for(self, claim, side: str = "unsafe") -> None:
+        """The side's lab: the running one if it has the claim's settings, else a new one."""
         from harness.lab import Lab
 
+        version = self.version_of(claim, side)
+        features = claim.side_system(side).get("transaction-version")
         try:
             lab = Lab.attach(self.lab, backend=self.backend)
             same = (
                 getattr(lab.system, "overrides", {}) == claim.lab
                 and lab.storage == claim.storage
                 and lab.system.name == self.system
-                and (self.version in (None, lab.version))
+                and (version in (None, lab.version))
+                and getattr(lab.system, "options", {}).get("transaction_version") == features
             )
         except GregorError:
             lab, same = None, False
@@ -228,13 +251,14 @@ class Catalogue:
         Lab.down(self.lab, progress=self.progress, backend=self.backend)
         Lab.up(
             nodes=3,
-            version=self.version,
+            version=version,
             broker_overrides=claim.lab,
             name=self.lab,
             progress=self.progress,
             backend=self.backend,
             system=self.system,
             storage=claim.storage,
+            system_options=None if features is None else {"transaction_version": features},
         )
 
     def one_run(self, claim, side: str, k: int) -> dict:
@@ -261,8 +285,8 @@ class Catalogue:
             name,
             "--no-check",
         ]
-        if self.version:
-            argv += ["--version", self.version]
+        if self.version_of(claim, side):
+            argv += ["--version", self.version_of(claim, side)]
         self.progress(f"scenarios: {name} run {k + 1}/{self.runs} (seed {seed})")
         record: dict = {"seed": seed, "error": None}
         log = self.directory / "logs" / f"{name}-{k + 1}.log"

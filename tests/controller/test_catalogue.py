@@ -212,3 +212,38 @@ def test_merged_catalogues_count_runs_of_the_newest_settings_only():
     summary, left_out = catalogue.merge([new, newer_version])
     assert summary["claims"][0]["figures"]["unsafe"]["hits"] == 1 and summary["version"] == "4.4.0"
     assert len(left_out) == 1
+
+
+PINNED = """
+[claim.system.unsafe]
+version = "3.9.1"
+[claim.system.safe]
+version = "4.4.0"
+transaction-version = 2
+"""
+
+
+def test_a_claim_may_pin_each_sides_release_and_then_its_sides_run_on_labs_of_their_own(tmp_path):
+    from harness.controller.scenarios import Catalogue
+
+    claims = catalogue.load(write(tmp_path, GOOD + PINNED))
+    claim = claims[0]
+    assert claim.side_system("safe") == {"version": "4.4.0", "transaction-version": 2}
+    assert not claim.sides_share_a_lab()
+    assert catalogue.load(write(tmp_path, GOOD))[0].sides_share_a_lab()
+    run = Catalogue(claims, 1, 1, 10, str(tmp_path / "store"), "gscen", version="4.3.1")
+    assert run.version_of(claim, "unsafe") == "3.9.1" and run.version_of(claim, "safe") == "4.4.0"
+    assert run.summary["claims"][0]["sides"]["safe"]["system"]["transaction-version"] == 2
+
+
+@pytest.mark.parametrize(
+    "pinned, message",
+    [
+        ('[claim.system.both]\nversion = "3.9.1"\n', "system holds a table per side"),
+        ("[claim.system.safe]\nnodes = 5\n", "system.safe may pin only transaction-version, version"),
+        ("[claim.system.safe]\nversion = 391\n", "system.safe.version must be a str"),
+    ],
+)
+def test_a_bad_pinned_side_is_refused_in_one_line(tmp_path, pinned, message):
+    with pytest.raises(GregorError, match=message):
+        catalogue.load(write(tmp_path, GOOD + pinned))

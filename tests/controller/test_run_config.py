@@ -147,6 +147,7 @@ def test_the_clients_options_and_test_json_sections_follow_the_declarations():
         "process.ms": 0,
         "zombie.kind": "transactional",
         "copier.offsets": "txn",
+        "script": None,
         "txn.hold.ms": 0,
     }
     # a transactional producer acks all whatever --acks says; only settings away from

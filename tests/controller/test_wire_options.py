@@ -75,3 +75,28 @@ def test_client_sources_stay_on_every_backend_and_system():
     for extra in (("--backend", "docker"), ("--system", "kfake")):
         cfg = config(*WIRE_RUN, "--wire-rule", "delay:api=EndTxn:ms=5", "--nemesis-targets", "client", *extra)
         assert cfg.client_netns is True
+
+
+def test_a_scripted_run_puts_its_client_where_the_relay_serves_it():
+    cfg = config("--workload", "script", "--script", "delayed-endtxn")
+    assert cfg.client_netns is True and cfg.script == "delayed-endtxn"
+    assert cfg.client_options()["script"] == "delayed-endtxn"
+    assert cfg.client_record()["script"] == "delayed-endtxn"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (("--workload", "script"), "--workload script needs --script NAME; the scripts are abort-sequence-reuse"),
+        (("--workload", "script", "--script", "nope"), "invalid choice"),
+        (("--workload", "txn", "--script", "delayed-endtxn"), "--script is for the script workload, not txn"),
+        (
+            ("--workload", "script", "--script", "delayed-endtxn", "--client-config", "security.protocol=SSL"),
+            "need PLAINTEXT clients",
+        ),
+    ],
+)
+def test_what_a_scripted_run_refuses(argv, says):
+    with pytest.raises(GregorError) as error:
+        config(*argv)
+    assert says in str(error.value) and "\n" not in str(error.value)

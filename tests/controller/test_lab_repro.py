@@ -1,0 +1,107 @@
+"""The catalogue's two reproductions, end to end, one run per side: the unsafe
+side shows the finding, the safe side none, and the history itself shows the
+mechanism behind it (docs/SCENARIOS.md, "Reproductions").
+
+abort-sequence-reuse runs both sides on Kafka 3.9.1; delayed-endtxn runs its
+unsafe side on 3.9.1 with librdkafka and its safe side on 4.4.0 (formatted
+with transaction.version=2) with Kafka's Java client 4.4.0: three labs in all.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from backend_params import lab_name
+
+pytestmark = pytest.mark.lab
+
+CLAIMS = ("abort-sequence-reuse", "delayed-endtxn")
+
+
+@pytest.fixture(scope="module")
+def catalogue(tmp_path_factory):
+    store = tmp_path_factory.mktemp("repro") / "store"
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "harness.cli", "scenarios", "--only", ",".join(CLAIMS), "--runs", "1"]
+    argv += ["--seed", "1", "--lab", lab_name("rep"), "--store", str(store)]
+    result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    directory = next((store / "scenarios").iterdir())
+    summary = json.loads((directory / "scenarios.json").read_text())
+    return {c["name"]: c for c in summary["claims"]}, directory
+
+
+def run_of(catalogue, name: str, side: str):
+    claims, directory = catalogue
+    run = claims[name]["sides"][side]["runs"][0]
+    assert run["error"] is None, run["error"]
+    run_dir = (directory / run["report"]).parent
+    history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines() if line.strip()]
+    return run, history, json.loads((run_dir / "test.json").read_text())
+
+
+def transactions(history: list) -> list:
+    return [e for e in history if e.get("f") == "txn" and e["type"] != "invoke"]
+
+
+def heals(history: list) -> list:
+    return [e["value"] for e in history if e.get("f") == "stop-wire" and e["type"] == "info"]
+
+
+def test_abort_sequence_reuse_loses_the_committed_write_at_the_aborted_records_offset(catalogue):
+    run, history, _ = run_of(catalogue, "abort-sequence-reuse", "unsafe")
+    assert run["detected"], run["anomalies"]
+    first, aborted, last = transactions(history)
+    assert (first["type"], aborted["type"], last["type"]) == ("ok", "fail", "ok")
+    dropped = heals(history)[0]["requests"]
+    assert dropped and all(r["api"] == "Produce" and r["response_dropped"] for r in dropped)
+    # every dropped answer said where the broker put the aborted record; all carried one batch
+    answered = {p["base_offset"] for r in dropped for p in r["answer"]["partitions"]}
+    sequences = {(b["producer_id"], b["epoch"], b["base_sequence"]) for r in dropped for b in r["batches"]}
+    assert len(answered) == 1 and len(sequences) == 1
+    (offset,) = answered
+    # the next transaction's record was acknowledged at that same offset, and never read
+    assert last["mops"][0]["offset"] == offset
+    lost = run["anomalies"].get("unseen") or run["anomalies"].get("lost-write")
+    assert lost and lost["count"] == 1
+    reads = [m for e in history if e.get("f") == "poll" and e["type"] == "ok" for m in e.get("mops") or []]
+    assert last["mops"][0]["value"] not in {m.get("value") for m in reads}
+
+
+def test_abort_sequence_reuse_with_a_new_instance_keeps_the_write(catalogue):
+    run, history, _ = run_of(catalogue, "abort-sequence-reuse", "safe")
+    assert run["clean"], run["bad"]
+    inits = [e for e in history if e.get("f") == "init" and e["type"] == "ok"]
+    assert len(inits) == 2 and inits[1]["epoch"] > inits[0]["epoch"]
+    dropped = heals(history)[0]["requests"]
+    (offset,) = {p["base_offset"] for r in dropped for p in r["answer"]["partitions"]}
+    last = transactions(history)[-1]
+    assert last["type"] == "ok" and last["mops"][0]["offset"] > offset
+
+
+def test_delayed_endtxn_commits_half_of_the_next_transaction_under_the_classic_protocol(catalogue):
+    run, history, test = run_of(catalogue, "delayed-endtxn", "unsafe")
+    assert (test["version"], test["client"]["library"]) == ("3.9.1", "librdkafka")
+    assert test["transaction_protocol"]["protocol"] == "classic"
+    assert run["detected"], run["anomalies"]
+    held = heals(history)[0]["requests"]
+    assert [(r["api"], r["committed"], r["answer"]["error"]) for r in held] == [("EndTxn", True, 0)]
+    torn = transactions(history)[-1]
+    assert torn["type"] == "fail" and torn["error"] == "INVALID_TXN_STATE"
+    read = run["anomalies"]["aborted-read"]
+    assert read["count"] == 1  # the torn transaction's first record, committed by the late EndTxn
+
+
+def test_delayed_endtxn_is_refused_under_protocol_v2(catalogue):
+    run, history, test = run_of(catalogue, "delayed-endtxn", "safe")
+    assert (test["version"], test["client"]["library"]) == ("4.4.0", "java")
+    assert run["clean"], run["bad"]
+    held = heals(history)[0]["requests"]
+    assert held[0]["api"] == "EndTxn" and held[0]["version"] >= 5  # protocol v2's EndTxn
+    assert held[0]["answer"]["error"] != 0  # its epoch is an old one by the time it lands
+    epochs = [t["epoch"] for t in transactions(history)]
+    assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs)  # one epoch per transaction
+    assert all(t["type"] == "ok" for t in transactions(history))
+    assert test["transaction_protocol"]["protocol"] == "v2"  # as the brokers' transaction log says
