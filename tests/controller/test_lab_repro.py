@@ -1,10 +1,12 @@
-"""The catalogue's two reproductions, end to end, one run per side: the unsafe
+"""The catalogue's reproductions, end to end, one run per side: the unsafe
 side shows the finding, the safe side none, and the history itself shows the
 mechanism behind it (docs/SCENARIOS.md, "Reproductions").
 
 abort-sequence-reuse runs both sides on Kafka 3.9.1; delayed-endtxn runs its
 unsafe side on 3.9.1 with librdkafka and its safe side on 4.4.0 (formatted
-with transaction.version=2) with Kafka's Java client 4.4.0: three labs in all.
+with transaction.version=2) with Kafka's Java client 4.4.0; duplicate-produce
+runs on the newest release: four labs in all. The scripted runs end with their
+scripts, well inside the 20 s each run is given.
 """
 
 import json
@@ -17,7 +19,7 @@ from backend_params import lab_name
 
 pytestmark = pytest.mark.lab
 
-CLAIMS = ("abort-sequence-reuse", "delayed-endtxn")
+CLAIMS = ("abort-sequence-reuse", "delayed-endtxn", "duplicate-produce")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def catalogue(tmp_path_factory):
     store = tmp_path_factory.mktemp("repro") / "store"
     root = Path(__file__).resolve().parents[2]
     argv = [sys.executable, "-m", "harness.cli", "scenarios", "--only", ",".join(CLAIMS), "--runs", "1"]
-    argv += ["--seed", "1", "--lab", lab_name("rep"), "--store", str(store)]
+    argv += ["--seed", "1", "--time-limit", "20", "--lab", lab_name("rep"), "--store", str(store)]
     result = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     directory = next((store / "scenarios").iterdir())
@@ -105,3 +107,13 @@ def test_delayed_endtxn_is_refused_under_protocol_v2(catalogue):
     assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs)  # one epoch per transaction
     assert all(t["type"] == "ok" for t in transactions(history))
     assert test["transaction_protocol"]["protocol"] == "v2"  # as the brokers' transaction log says
+
+
+def test_a_produce_request_sent_twice_is_written_twice_only_without_idempotence(catalogue):
+    unsafe, history, _ = run_of(catalogue, "duplicate-produce", "unsafe")
+    assert unsafe["detected"], unsafe["anomalies"]
+    sent_twice = [r for heal in heals(history) for r in heal["requests"]]
+    assert sent_twice and all(r["api"] == "Produce" for r in sent_twice)
+    safe, history, _ = run_of(catalogue, "duplicate-produce", "safe")
+    assert safe["clean"], safe["bad"]
+    assert [r for heal in heals(history) for r in heal["requests"]], "the safe side's rule took no request"
