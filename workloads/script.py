@@ -33,6 +33,7 @@ GO = "script-go"
 CLIENT_STEPS = {"begin", "send", "flush", "commit", "new-instance"}
 CONDUCTOR_STEPS = {"wire-on", "wire-off", "await-wire"}
 GO_WAIT_S = 120.0  # the longest a conductor step may take (a hold, then its answer)
+ABORT_TRIES = 6  # of CALL_TIMEOUT_S each: past the records' own timeout (message.timeout.ms)
 
 
 @dataclass(frozen=True)
@@ -110,20 +111,42 @@ class ScriptClient(Client):
         self.tp = None
 
     def step(self) -> None:
+        """The whole script, once: done or failed, the client then stops (a script is never
+        run again from its start, as a workload's step would be after a crash)."""
         txn = None
-        for index, step in enumerate(self.script.steps):
-            name = step[0]
-            if name in CONDUCTOR_STEPS:
-                self.wait_for_go(index)
-            elif name == "new-instance":
-                self.open_producer()
-            elif name == "begin":
-                txn = ScriptedTxn(self, self.planned_sends(index))
-            else:
-                getattr(txn, name)()
-                if name == "commit":
-                    txn = None
-        self.link.stopping = True  # the script is done: the client stops
+        try:
+            for index, step in enumerate(self.script.steps):
+                name = step[0]
+                if name in CONDUCTOR_STEPS:
+                    self.wait_for_go(index)
+                elif name == "new-instance":
+                    self.open_producer()
+                elif name == "begin":
+                    self.finish_abort()
+                    txn = ScriptedTxn(self, self.planned_sends(index))
+                else:
+                    getattr(txn, name)()
+                    if name == "commit":
+                        txn = None
+        finally:
+            self.link.stopping = True
+
+    def finish_abort(self) -> None:
+        """An abort that timed out (its in-flight records were still unanswered) is called
+        again before the next transaction, as both libraries allow; it fails the script
+        when it never completes."""
+        for _ in range(ABORT_TRIES):
+            if not self.tp.abort_pending:
+                return
+            try:
+                self.tp.producer.abort_transaction(CALL_TIMEOUT_S)
+                self.tp.abort_pending = False
+            except KafkaException as exc:
+                err = outcomes.error_of(exc)
+                if err is None or not (err.retriable() or err.name() == "_TIMED_OUT"):
+                    raise
+        if self.tp.abort_pending:
+            raise RuntimeError(f"the abort did not complete in {ABORT_TRIES} tries")
 
     def planned_sends(self, begin: int) -> list[dict]:
         """The sends of the transaction that begins at step `begin`, each with a fresh value."""
@@ -234,8 +257,11 @@ class ScriptedTxn:
     def abort(self) -> None:
         try:
             self.tp.producer.abort_transaction(CALL_TIMEOUT_S)
-        except KafkaException:
-            pass  # a fenced or fatal instance: the script's next steps say what follows
+        except KafkaException as exc:
+            err = outcomes.error_of(exc)
+            # timed out (records in flight): called again before the next transaction;
+            # fenced or fatal: the script's next begin says so
+            self.tp.abort_pending = err is not None and (err.retriable() or err.name() == "_TIMED_OUT")
 
     def fill_offsets(self) -> None:
         for mop in self.done:

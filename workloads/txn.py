@@ -63,6 +63,7 @@ class TransactionalProducer:
         self.timeout_ms = conf["transaction.timeout.ms"]
         self.producer = Producer(conf)
         self.unusable: str | None = None  # set when an abort finds the instance fenced
+        self.abort_pending = False  # an abort timed out and must be called again (workloads/script.py)
 
     def init(self) -> bool:
         """Records an `init` op; True when the instance may run transactions."""
