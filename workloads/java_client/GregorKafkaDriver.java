@@ -7,7 +7,10 @@
  * line {"id": .., "ok": true, ...} or {"id": .., "ok": false, "error": {..}}, in
  * request order. "produce" has no id and no reply: its outcome comes back later as
  * a delivery event ("dr") inside the reply of a poll or flush. The driver never
- * writes a line it was not asked for, so the two pipes cannot deadlock.
+ * writes a line it was not asked for, so the two pipes cannot deadlock. A poll or
+ * flush that waits is answered by the thread whose delivery ends the wait (the
+ * producer's I/O thread): one thread hand-off fewer per op, on a busy machine
+ * about a millisecond.
  *
  * Errors are reported as facts (the exception chain with each class, its Kafka
  * protocol code and whether it is retriable; where it surfaced; the transaction
@@ -40,7 +43,6 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
-import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -119,10 +121,16 @@ public final class GregorKafkaDriver {
         return p.getProperty("version", "unknown");
     }
 
+    /** A reply already written by the thread that completed it (a waiting poll or flush). */
+    private static final Object REPLIED = new Object();
+
     private void write(Map<String, Object> message) throws IOException {
-        out.write(Json.write(message));
-        out.write('\n');
-        out.flush();
+        String line = Json.write(message);
+        synchronized (out) {
+            out.write(line);
+            out.write('\n');
+            out.flush();
+        }
     }
 
     private void handle(Map<String, Object> req) throws IOException {
@@ -136,6 +144,7 @@ public final class GregorKafkaDriver {
                 return;
             }
             Object result = dispatch(op, req, reply);
+            if (result == REPLIED) return;
             reply.put("ok", true);
             if (result != null) reply.put("result", result);
         } catch (Failure failure) {
@@ -200,6 +209,9 @@ public final class GregorKafkaDriver {
         final LinkedBlockingQueue<Map<String, Object>> events = new LinkedBlockingQueue<>();
         final Object lock = new Object();
         int outstanding;
+        // a poll or flush waiting for deliveries (guarded by lock): the delivery that ends its wait answers it
+        Map<String, Object> waiting;
+        boolean waitingForAll; // flush: the last outstanding record; poll: any event
         volatile boolean closing;
         final long statsMs;
         long nextStats;
@@ -249,22 +261,33 @@ public final class GregorKafkaDriver {
                 ev.put("err", err);
             }
             events.add(ev);
+            Map<String, Object> answer = null;
             synchronized (lock) {
                 outstanding--;
+                if (waiting != null && (!waitingForAll || outstanding == 0)) {
+                    answer = waiting;
+                    waiting = null;
+                    answer.put("events", drain());
+                    answer.put("ok", true);
+                    if (waitingForAll) answer.put("result", 0L);
+                }
                 lock.notifyAll();
+            }
+            if (answer != null) {
+                try {
+                    write(answer);
+                } catch (IOException gone) {
+                    // the facade is gone: the main thread sees its stdin close and halts
+                }
             }
         }
 
         Object call(String op, Map<String, Object> req, Map<String, Object> reply) {
             switch (op) {
                 case "poll":
-                    reply.put("events", poll(seconds(req, "timeout")));
-                    return null;
-                case "flush": {
-                    long remaining = flush(seconds(req, "timeout"));
-                    reply.put("events", drain());
-                    return remaining;
-                }
+                    return poll(seconds(req, "timeout"), reply);
+                case "flush":
+                    return flush(seconds(req, "timeout"), reply);
                 case "init_transactions":
                     run(() -> producer.initTransactions());
                     return null;
@@ -322,19 +345,38 @@ public final class GregorKafkaDriver {
             }
         }
 
-        List<Object> poll(double timeoutS) {
+        /** Waits for the first event (or the next statistics); REPLIED when the delivery that came answered. */
+        Object poll(double timeoutS, Map<String, Object> reply) {
             long now = System.currentTimeMillis();
             long until = now + (long) (timeoutS * 1000);
             if (statsMs > 0) until = Math.min(until, Math.max(now, nextStats));
-            List<Object> got = new ArrayList<>();
-            try {
-                Map<String, Object> first = events.poll(Math.max(0, until - now), TimeUnit.MILLISECONDS);
-                if (first != null) got.add(first);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
+            synchronized (lock) {
+                if (events.isEmpty() && await(false, reply, until)) return REPLIED;
+                reply.put("events", drain());
             }
-            got.addAll(drain());
-            return got;
+            return null;
+        }
+
+        /**
+         * Under lock: leaves the reply to the delivery that ends the wait (the last outstanding record for
+         * a flush, any for a poll), and waits until it did (true) or until the deadline (false: answer here).
+         */
+        boolean await(boolean forAll, Map<String, Object> reply, long until) {
+            waiting = reply;
+            waitingForAll = forAll;
+            while (waiting != null) {
+                long left = until - System.currentTimeMillis();
+                if (left <= 0) break;
+                try {
+                    lock.wait(left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            if (waiting == null) return true;
+            waiting = null;
+            return false;
         }
 
         List<Object> drain() {
@@ -352,7 +394,8 @@ public final class GregorKafkaDriver {
             return got;
         }
 
-        long flush(double timeoutS) {
+        /** librdkafka's flush: what remains outstanding after at most timeoutS; REPLIED when the last delivery answered. */
+        Object flush(double timeoutS, Map<String, Object> reply) {
             if (flushes == null) {
                 flushes = new Semaphore(0);
                 Thread flusher = new Thread(() -> {
@@ -374,17 +417,9 @@ public final class GregorKafkaDriver {
             flushes.release();
             long until = System.currentTimeMillis() + (long) (timeoutS * 1000);
             synchronized (lock) {
-                while (outstanding > 0) {
-                    long left = until - System.currentTimeMillis();
-                    if (left <= 0) break;
-                    try {
-                        lock.wait(left);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                        break;
-                    }
-                }
-                return outstanding;
+                if (outstanding > 0 && await(true, reply, until)) return REPLIED;
+                reply.put("events", drain());
+                return (long) outstanding;
             }
         }
 
@@ -838,7 +873,7 @@ public final class GregorKafkaDriver {
             report(e, "call", producing);
         }
         producing.eos();
-        producing.flush(0.05);
+        producing.flush(0.05, new LinkedHashMap<>());
         producing.drain();
         Properties c = new Properties();
         c.put("bootstrap.servers", "127.0.0.1:1");
