@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ground.errors import GregorError
+
+EVIDENCE_FILE = Path("evidence") / "segments.json"  # the brokers' batches (harness/controller/evidence.py)
+EVIDENCE_ANOMALIES = ("lost-write", "aborted-read", "duplicate")  # the instances shown beside their batches
 
 
 @dataclass
@@ -50,6 +54,12 @@ class Run:
         """A results.json object field, {} when missing or of the wrong type."""
         value = self.results.get(name)
         return value if isinstance(value, dict) else {}
+
+    @cached_property
+    def evidence(self) -> dict:
+        """evidence/segments.json ({} when the run has none: an older run, or one not made by `gregor run`)."""
+        path = self.directory / EVIDENCE_FILE
+        return _read_json(path, self.notes) if path.exists() else {}
 
     def key_location(self, key) -> str | None:
         """'topic-partition' for a logical key, from test.json's key map."""
