@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 from ground.errors import GregorError
@@ -27,6 +26,8 @@ class Run:
     test: dict
     results: dict
     notes: list[str] = field(default_factory=list)
+    # evidence/segments.json; {} when the run has none (an older run, or one not made by `gregor run`)
+    evidence: dict = field(default_factory=dict)
 
     @property
     def history_path(self) -> Path:
@@ -54,12 +55,6 @@ class Run:
         """A results.json object field, {} when missing or of the wrong type."""
         value = self.results.get(name)
         return value if isinstance(value, dict) else {}
-
-    @cached_property
-    def evidence(self) -> dict:
-        """evidence/segments.json ({} when the run has none: an older run, or one not made by `gregor run`)."""
-        path = self.directory / EVIDENCE_FILE
-        return _read_json(path, self.notes) if path.exists() else {}
 
     def key_location(self, key) -> str | None:
         """'topic-partition' for a logical key, from test.json's key map."""
@@ -101,4 +96,5 @@ def load_run(run_dir: str | Path) -> Run:
     results = _read_json(directory / "results.json", notes)
     if not results:
         notes.append(f"no checker results: run `gregor check {directory}` and then `gregor report {directory}`")
-    return Run(directory=directory, test=test, results=results, notes=notes)
+    evidence = _read_json(directory / EVIDENCE_FILE, notes) if (directory / EVIDENCE_FILE).exists() else {}
+    return Run(directory=directory, test=test, results=results, notes=notes, evidence=evidence)
