@@ -25,16 +25,20 @@ def _batches(replica: dict) -> list[dict]:
     return [b for b in found if isinstance(b, dict) and _int(b.get("base_offset")) is not None]
 
 
-def _holds(batch: dict, offset: int) -> bool:
+def _last(batch: dict) -> int:
     last = _int(batch.get("last_offset"))
-    return batch["base_offset"] <= offset <= (last if last is not None else batch["base_offset"])
+    return last if last is not None else batch["base_offset"]
+
+
+def _holds(batch: dict, offset: int) -> bool:
+    return batch["base_offset"] <= offset <= _last(batch)
 
 
 def _ending(batches: list[dict], batch: dict) -> dict | None:
     """The producer's first control batch after a transactional batch: the marker that ended it."""
     if not batch.get("transactional") or batch.get("control"):
         return None
-    last = _int(batch.get("last_offset")) or batch["base_offset"]
+    last = _last(batch)
     for later in batches:
         if later.get("control") and later.get("producer_id") == batch.get("producer_id"):
             if later["base_offset"] > last:
@@ -93,7 +97,7 @@ def instance_batches(run: Run, example: dict) -> str:
     offsets = [o for o in map(_int, named) if o is not None]
     if not nodes or where is None or not offsets:
         return ""
-    low, high = min(offsets) - SHOWN_RADIUS, max(offsets) + SHOWN_RADIUS
+    ranges = [(o - SHOWN_RADIUS, o + SHOWN_RADIUS) for o in offsets]
     rows, lines = [], []
     for node in sorted(nodes, key=str):
         found = nodes[node] if isinstance(nodes[node], dict) else {}
@@ -115,9 +119,9 @@ def instance_batches(run: Run, example: dict) -> str:
             )
         ends = {id(m) for m in (_ending(batches, b) for b in holding) if m is not None}
         for batch in batches:
-            last = _int(batch.get("last_offset")) or batch["base_offset"]
+            last = _last(batch)
             kind = "holds" if batch in holding else "ends" if id(batch) in ends else ""
-            if kind or (batch["base_offset"] <= high and last >= low):
+            if kind or any(batch["base_offset"] <= high and last >= low for low, high in ranges):
                 rows.append(_row(node, batch, kind))
     table = (
         '<table class="batches"><thead><tr><th>node</th><th>offsets</th><th>producer id</th><th>epoch</th>'
