@@ -98,7 +98,7 @@ def collect(lab, run_dir, progress=print) -> dict:
         evidence = {"error": str(error).splitlines()[0][:300] if str(error) else type(error).__name__}
     path = run_dir / EVIDENCE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, evidence)
+    write_json(path, evidence, indent=None)
     failed = [f"{name}: {node['error']}" for name, node in (evidence.get("nodes") or {}).items() if "error" in node]
     if evidence.get("note") or evidence.get("error"):
         progress(f"evidence: {evidence.get('error') or evidence.get('note')} ({path})")
