@@ -1,13 +1,16 @@
 """Beside each lost-write, aborted-read or duplicate instance: the brokers' own batches at its offset.
 
 From evidence/segments.json (harness/controller/evidence.py, docs/RESULTS.md):
-per node, the batches of the instance's partition around its offset(s), the
+per node, the batches of the instance's partition around its offset(s) (one
+row for a batch the replicas agree on, naming its nodes), the
 batch holding the offset highlighted, and the control batch (COMMIT/ABORT)
 that ended that batch's transaction. Every value printed comes from the
 brokers' logs or the clients' records: all of it goes through esc.
 """
 
 from __future__ import annotations
+
+import json
 
 from reports.markup import esc
 from reports.stored_run import EVIDENCE_ANOMALIES, Run
@@ -72,6 +75,19 @@ def _cell_values(batch: dict) -> str:
     return text + (f" &hellip; (+{more})" if more > 0 else "")
 
 
+def _merged(shown: list[tuple[str, dict, str]]) -> list[tuple[str, dict, str]]:
+    """One row per batch the replicas agree on, naming every node that holds it, in offset
+    order; a replica that differs keeps a row of its own, so a divergence stands out."""
+    nodes_of: dict[str, list[str]] = {}
+    first: dict[str, tuple[dict, str]] = {}
+    for node, batch, kind in shown:
+        same = json.dumps([batch, kind], sort_keys=True, default=str)
+        nodes_of.setdefault(same, []).append(node)
+        first.setdefault(same, (batch, kind))
+    rows = [(", ".join(nodes_of[same]), batch, kind) for same, (batch, kind) in first.items()]
+    return sorted(rows, key=lambda row: row[1]["base_offset"])
+
+
 def _row(node: str, batch: dict, kind: str) -> str:
     last = batch.get("last_offset")
     span = esc(batch["base_offset"]) + (f"&ndash;{esc(last)}" if last != batch["base_offset"] else "")
@@ -98,7 +114,7 @@ def instance_batches(run: Run, example: dict) -> str:
     if not nodes or where is None or not offsets:
         return ""
     ranges = [(o - SHOWN_RADIUS, o + SHOWN_RADIUS) for o in offsets]
-    rows, lines = [], []
+    shown, lines = [], []
     for node in sorted(nodes, key=str):
         found = nodes[node] if isinstance(nodes[node], dict) else {}
         if found.get("error"):
@@ -122,7 +138,8 @@ def instance_batches(run: Run, example: dict) -> str:
             last = _last(batch)
             kind = "holds" if batch in holding else "ends" if id(batch) in ends else ""
             if kind or any(batch["base_offset"] <= high and last >= low for low, high in ranges):
-                rows.append(_row(node, batch, kind))
+                shown.append((str(node), batch, kind))
+    rows = [_row(*row) for row in _merged(shown)]
     table = (
         '<table class="batches"><thead><tr><th>node</th><th>offsets</th><th>producer id</th><th>epoch</th>'
         "<th>sequence</th><th>transactional</th><th>control marker</th><th>record values</th></tr></thead>"

@@ -72,3 +72,18 @@ def test_a_system_without_segments_and_a_failed_collection_are_one_line(tmp_path
     path.write_text("{not json")
     page = write_report(run).read_text(encoding="utf-8")
     assert "segments.json could not be read" in page
+
+
+def test_replicas_that_agree_share_a_row_and_a_divergent_one_stands_out(invalid_run):
+    path = add_evidence(invalid_run)
+    found = json.loads(path.read_text())
+    nodes = found["nodes"]
+    (where,) = nodes["n1"]["replicas"]
+    nodes["n2"]["replicas"][where] = json.loads(json.dumps(nodes["n1"]["replicas"][where]))
+    nodes["n2"]["replicas"][where]["batches"][2]["marker"] = "COMMIT"  # n2's marker differs
+    path.write_text(json.dumps(found))
+    section = section_of(write_report(invalid_run).read_text(encoding="utf-8"), "aborted-read")
+    assert '<tr class="holds"><td>n1, n2</td>' in section
+    assert section.count('<tr class="holds">') == 1
+    assert '<tr class="ends"><td>n1</td>' in section and '<tr class="ends"><td>n2</td>' in section
+    assert ">ABORT<" in section and ">COMMIT<" in section
