@@ -454,6 +454,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
     else:
         partitions = run.section("partitions")
         rows = []
+        shown_batches: dict[str, int] = {}
         for number, example in enumerate(examples, 1):
             key = example.get("key")
             where = run.key_location(key)
@@ -470,6 +471,10 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
                 f"<td>{ops_html}{cycle}</td><td>{nemesis}</td></tr>"
             )
             batches = instance_batches(run, example) if name in EVIDENCE_ANOMALIES else ""
+            if batches in shown_batches:  # several readers of one offset: one table
+                batches = f'<p class="note">The brokers\' batches: as for instance {shown_batches[batches]}.</p>'
+            elif batches:
+                shown_batches[batches] = number
             if batches:
                 rows.append(f'<tr class="evidence-row"><td></td><td colspan="6">{batches}</td></tr>')
         shown = f"{len(examples)} of {fmt_num(anomaly.get('count'))}"

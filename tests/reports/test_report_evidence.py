@@ -87,3 +87,14 @@ def test_replicas_that_agree_share_a_row_and_a_divergent_one_stands_out(invalid_
     assert section.count('<tr class="holds">') == 1
     assert '<tr class="ends"><td>n1</td>' in section and '<tr class="ends"><td>n2</td>' in section
     assert ">ABORT<" in section and ">COMMIT<" in section
+
+
+def test_instances_at_the_same_offset_share_one_table(invalid_run):
+    add_evidence(invalid_run)
+    results = json.loads((invalid_run / "results.json").read_text())
+    examples = results["anomalies"]["aborted-read"]["examples"]
+    examples.append(dict(examples[0], ops=list(reversed(examples[0]["ops"]))))  # a second reader of offset 99
+    (invalid_run / "results.json").write_text(json.dumps(results))
+    section = section_of(write_report(invalid_run).read_text(encoding="utf-8"), "aborted-read")
+    assert section.count('<table class="batches">') == 1
+    assert "The brokers' batches: as for instance 1." in section
