@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "harness.controller.lab_cli",  # lab up/status/down, kafka install, demo
     "harness.controller.run_cli",  # run
     "harness.controller.scenarios",  # scenarios: the guarantee catalogue
+    "harness.controller.evidence_cli",  # evidence: the brokers' segments behind a run's anomalies
     "checkers.cli",  # check, export, import
     "reports.cli",  # report
 )

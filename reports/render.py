@@ -18,9 +18,10 @@ from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
 from ground.atomic import write_atomic
 from ground.faults import CHART_COLOURS, chart_of
 from reports import svg
+from reports.evidence import instance_batches, status_note
 from reports.explain import explain
 from reports.markup import esc, fmt_num
-from reports.stored_run import Run, load_run
+from reports.stored_run import EVIDENCE_ANOMALIES, Run, load_run
 from reports.style import CSS
 from reports.timeline import Windows, collect
 
@@ -453,6 +454,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
     else:
         partitions = run.section("partitions")
         rows = []
+        shown_batches: dict[str, int] = {}
         for number, example in enumerate(examples, 1):
             key = example.get("key")
             where = run.key_location(key)
@@ -468,12 +470,20 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
                 f'<td>{_list(offsets)}</td><td class="value">{_list(values)}</td>'
                 f"<td>{ops_html}{cycle}</td><td>{nemesis}</td></tr>"
             )
+            batches = instance_batches(run, example) if name in EVIDENCE_ANOMALIES else ""
+            if batches in shown_batches:  # several readers of one offset: one table
+                batches = f'<p class="note">The brokers\' batches: as for instance {shown_batches[batches]}.</p>'
+            elif batches:
+                shown_batches[batches] = number
+            if batches:
+                rows.append(f'<tr class="evidence-row"><td></td><td colspan="6">{batches}</td></tr>')
         shown = f"{len(examples)} of {fmt_num(anomaly.get('count'))}"
         parts.append(
             f'<p>Instances (showing {shown}):</p><table class="instances"><thead><tr><th>#</th><th>key</th>'
             "<th>topic-partition</th><th>offset(s)</th><th>value(s)</th><th>ops involved</th>"
             "<th>faults active</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
         )
+        parts.append(status_note(run, name))
         for number, example in enumerate(examples[:TIMELINE_EXAMPLES], 1):
             ids = [o for o in as_list(example.get("ops")) if isinstance(o, int)]
             if not ids:

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from ground.errors import GregorError
 
+EVIDENCE_FILE = Path("evidence") / "segments.json"  # the brokers' batches (harness/controller/evidence.py)
+EVIDENCE_ANOMALIES = ("lost-write", "aborted-read", "duplicate")  # the instances shown beside their batches
+
 
 @dataclass
 class Run:
@@ -23,6 +26,8 @@ class Run:
     test: dict
     results: dict
     notes: list[str] = field(default_factory=list)
+    # evidence/segments.json; {} when the run has none (an older run, or one not made by `gregor run`)
+    evidence: dict = field(default_factory=dict)
 
     @property
     def history_path(self) -> Path:
@@ -91,4 +96,5 @@ def load_run(run_dir: str | Path) -> Run:
     results = _read_json(directory / "results.json", notes)
     if not results:
         notes.append(f"no checker results: run `gregor check {directory}` and then `gregor report {directory}`")
-    return Run(directory=directory, test=test, results=results, notes=notes)
+    evidence = _read_json(directory / EVIDENCE_FILE, notes) if (directory / EVIDENCE_FILE).exists() else {}
+    return Run(directory=directory, test=test, results=results, notes=notes, evidence=evidence)

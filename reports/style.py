@@ -60,5 +60,10 @@ ul.ops{margin:0;padding-left:16px;font-size:12px}
 svg text{font-family:system-ui,sans-serif}
 .tl{overflow-x:auto}
 details summary{cursor:pointer;font-weight:600;margin:6px 0}
+.evidence{margin:2px 0 6px}
+table.batches{font-size:12px}
+table.batches tr.holds td{background:#fff1a8;font-weight:600}
+table.batches tr.ends td{background:#d6e9ff}
+table.batches td.marker{font-weight:700}
 footer{color:#888;font-size:12px;padding:30px 0}
 """

@@ -515,7 +515,7 @@ def run(cfg: RunConfig) -> int:
     if cfg.check:
         from checkers.cli import EXIT_CODES
 
-        return EXIT_CODES[check_and_report(run_dir)]  # as `gregor check`: 0 valid, 1 invalid, 3 unknown
+        return EXIT_CODES[check_and_report(run_dir, lab)]  # as `gregor check`: 0 valid, 1 invalid, 3 unknown
     return 0
 
 
@@ -561,12 +561,17 @@ def remove_client_places(lab, specs) -> None:
                 say(f"could not remove client place {spec.place.name}: {error}")
 
 
-def check_and_report(run_dir: str) -> str | None:
-    """The checker, then the report (page, junit.xml, the store's index); the verdict."""
+def check_and_report(run_dir: str, lab=None) -> str | None:
+    """The checker, then (given the run's lab, still up) the brokers' own record of the
+    partitions its anomalies name (evidence/segments.json), then the report (page,
+    junit.xml, the store's index); the verdict."""
     from checkers.check import check_dir
+    from harness.controller.evidence import collect
     from reports.cli import publish
 
     verdict = check_dir(run_dir)["verdict"]
     say(f"check: verdict {verdict}")
+    if lab is not None:
+        collect(lab, run_dir, progress=say)
     say(f"report: {publish(run_dir, progress=say)}")
     return verdict

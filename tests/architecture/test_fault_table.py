@@ -33,6 +33,7 @@ NOT_A_FAULT = {
     ("checkers/fastload.py", "partition"): "a column: the Spark partition a summary came from",
     ("checkers/pictures.py", "partition"): "the Kafka partition number of a key",
     ("reports/render.py", "partition"): "the Kafka partition number of a key",
+    ("harness/controller/evidence.py", "partition"): "the Kafka partition number of a key",
     ("benchmarks/bench_report.py", "partition"): "the Kafka partition number of a key",
     ("harness/wire/frames.py", "partition"): "the Kafka partition a parsed request names",
 }

@@ -302,3 +302,78 @@ def invalid_run(tmp_path) -> Path:
 @pytest.fixture
 def planted():
     return {"script": SCRIPT, "img": IMG, "topic": HOSTILE_TOPIC, "error": HOSTILE_ERROR}
+
+
+def add_evidence(run_dir: Path) -> Path:
+    """evidence/segments.json as `gregor run` writes it, for the aborted-read instance (key 2,
+    offset 99 of the hostile topic): on n1 its transactional batch, holding the planted script
+    as a record value, and the ABORT marker that ended it; n2's replica ends before the offset;
+    n3's dump failed with hostile text."""
+    where = f"{HOSTILE_TOPIC}-0"
+    batch = {"producer_id": 7, "producer_epoch": 2, "leader_epoch": 1, "transactional": True, "control": False}
+    evidence = {
+        "system": "kafka",
+        "version": "3.9.1",
+        "source": "each replica's segment files, printed by Kafka's DumpLogSegments",
+        "window": 20,
+        "partitions": [{"topic": HOSTILE_TOPIC, "partition": 0, "keys": [2], "offsets": [99]}],
+        "seconds": 1.2,
+        "nodes": {
+            "n1": {
+                "replicas": {
+                    where: {
+                        "files": ["/x/00000000000000000000.log"],
+                        "log_start_offset": 0,
+                        "log_end_offset": 102,
+                        "batches_in_log": 40,
+                        "batches": [
+                            {
+                                **batch,
+                                "base_offset": 90,
+                                "last_offset": 90,
+                                "producer_id": 8,
+                                "transactional": False,
+                                "base_sequence": 3,
+                                "last_sequence": 3,
+                                "records": [{"offset": 90, "value": "90"}],
+                            },
+                            {
+                                **batch,
+                                "base_offset": 98,
+                                "last_offset": 99,
+                                "base_sequence": 10,
+                                "last_sequence": 11,
+                                "records": [{"offset": 98, "value": "98"}, {"offset": 99, "value": SCRIPT}],
+                            },
+                            {
+                                **batch,
+                                "base_offset": 100,
+                                "last_offset": 100,
+                                "base_sequence": -1,
+                                "last_sequence": -1,
+                                "control": True,
+                                "marker": "ABORT",
+                                "records": [{"offset": 100, "marker": "ABORT", "coordinator_epoch": 0}],
+                            },
+                        ],
+                    }
+                }
+            },
+            "n2": {
+                "replicas": {
+                    where: {
+                        "files": [],
+                        "log_start_offset": 0,
+                        "log_end_offset": 90,
+                        "batches_in_log": 30,
+                        "batches": [],
+                    }
+                }
+            },
+            "n3": {"error": HOSTILE_ERROR},
+        },
+    }
+    path = run_dir / "evidence" / "segments.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(evidence))
+    return path

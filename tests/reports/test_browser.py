@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("selenium")
 
-from conftest import SCRIPT, make_run  # noqa: E402
+from conftest import SCRIPT, add_evidence, make_run  # noqa: E402
 
 from reports.browser import full_page_png, headless_chromium  # noqa: E402
 from reports.index import write_index  # noqa: E402
@@ -37,6 +37,7 @@ def browser():
 def store(tmp_path_factory):
     store = tmp_path_factory.mktemp("browser") / "store"
     invalid = make_run(store / "kafka-send-kill" / "20261122T010000")
+    add_evidence(invalid)
     valid = make_run(store / "kafka-send-calm" / "20261122T020000", verdict="valid", name="kafka-send-calm")
     for run in (invalid, valid):
         write_report(run)
@@ -76,6 +77,13 @@ def assert_rendered_and_inert(driver):
     assert driver.execute_script("return document.querySelectorAll('svg.chart polyline').length") >= 8
     assert driver.execute_script("return document.querySelectorAll('svg.chart rect.fault').length") == 12
     assert driver.execute_script("return document.querySelectorAll('svg.plog rect.status-lost').length") == 1
+    # the brokers' batches beside the aborted-read: the planted value shown as text, the two rows highlighted
+    batches = driver.find_element("css selector", "#anomaly-aborted-read table.batches")
+    assert SCRIPT in batches.text and "ABORT" in batches.text
+    holding = batches.find_element("css selector", "tr.holds td")
+    assert holding.value_of_css_property("background-color") == "rgba(255, 241, 168, 1)"
+    ending = batches.find_element("css selector", "tr.ends td")
+    assert ending.value_of_css_property("background-color") == "rgba(214, 233, 255, 1)"
 
 
 def test_report_from_disk_renders_and_runs_no_planted_script(browser, store):

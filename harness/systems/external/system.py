@@ -37,6 +37,10 @@ class ExternalSystem:
     """options: "bootstrap" (host:port,...), "hosts" (the backend gives the brokers' machines)."""
 
     name = "external"
+    # why evidence/segments.json has no batches of this system
+    no_segment_dump = (
+        "the cluster is someone else's: Gregor has neither its log directories nor a Kafka install beside them"
+    )
     OPTIONS = ("bootstrap", "hosts")
     FAULT_LIMITS = (
         "Gregor reaches no broker host without --backend ssh --hosts, and never signals a process it did not start"

@@ -19,7 +19,7 @@ from ground.errors import GregorError
 from ground.faults import NODE_FAULTS, POWER_LOSS, WIRE
 from ground.protocols import Service
 from harness.systems import protocol_roles
-from harness.systems.kafka import config, install, txn_log
+from harness.systems.kafka import config, install, segments, txn_log
 
 
 def new_cluster_id() -> str:
@@ -281,6 +281,11 @@ class KafkaSystem:
         """The transaction protocol each transactional id starting with `prefix` used, as the
         brokers' transaction log records it (txn_log.py; test.json "transaction_protocol")."""
         return txn_log.read(self, lab, prefix)
+
+    def segment_dump(self, lab, wanted: dict[tuple[str, int], list[int]]) -> dict:
+        """Per broker node, its replicas of the wanted (topic, partition)s as their segment
+        files hold them, near the named offsets (segments.py; evidence/segments.json)."""
+        return {"source": segments.SOURCE, "window": segments.WINDOW, "nodes": segments.collect(self, lab, wanted)}
 
     def teardown(self, lab: str, state: dict | None, progress) -> None:
         """Nothing runs beside the nodes."""

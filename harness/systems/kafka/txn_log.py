@@ -10,10 +10,7 @@ So the durable answer per transactional id is there, whatever the client
 claims.
 
 Kafka's own DumpLogSegments decodes it (--transaction-log-decoder), run on
-each node with the node's Kafka install: kafka.tools.DumpLogSegments in
-kafka_2.13 up to 4.2.x, org.apache.kafka.tools.DumpLogSegments in the
-kafka-tools jar from 4.3.0 (install.py fetches that jar beside the libs).
-It reads the live segments of a running broker. Every node holds replicas
+each node with the node's Kafka install (dump_tool.py). Every node holds replicas
 of the partitions, so the records repeat; sets absorb that.
 """
 
@@ -22,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from harness.systems.kafka import install
+from harness.systems.kafka import dump_tool
 
 SOURCE = "the brokers' transaction log (__transaction_state, decoded by Kafka's DumpLogSegments)"
 _TXN_ID = re.compile(r'"transactionalId":"((?:[^"\\]|\\.)*)"|transactionalId=(\S+)')  # 4.x JSON, 3.x text
@@ -93,20 +90,8 @@ def summary(per_id: dict[str, dict]) -> dict:
 
 def dump_node(system, node) -> str:
     """DumpLogSegments' decoding of the node's __transaction_state segments ("" when it has none)."""
-    home = system.state()["nodes"][node.name]["kafka_home"]
-    data = system.data_dir(node)
-    listed = node.exec(["sh", "-c", f"ls -1 {data}/__transaction_state-*/*.log 2>/dev/null"], check=False)
-    files = [f for f in listed.stdout.split() if f.endswith(".log")]
-    if not files:
-        return ""
-    classpath = f"{home}/libs/*" + (f":{home}/tools/*" if install.needs_tools(system.version) else "")
-    argv = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath]
-    argv += [install.dump_log_segments(system.version), "--transaction-log-decoder", "--files", ",".join(files)]
-    result = node.exec(argv, check=False, timeout=300)
-    if result.returncode != 0:
-        said = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"{node.name}: DumpLogSegments failed: {said[:300]}")
-    return result.stdout
+    files = dump_tool.log_files(system, node, ["__transaction_state-*"])
+    return dump_tool.run(system, node, files, ["--transaction-log-decoder"])
 
 
 def read(system, lab, prefix: str) -> dict:

@@ -44,6 +44,8 @@ class KfakeSystem:
     """kfake at one module version (a pseudo-version, or `latest`)."""
 
     name = "kfake"
+    # why evidence/segments.json has no batches of this system
+    no_segment_dump = "kfake keeps every partition in the memory of one process: there are no segment files to dump"
     OPTIONS = ()
     FAULT_LIMITS = "all its brokers are one process on one node"
 

@@ -35,6 +35,8 @@ class TansuSystem:
     """One Tansu version; options: "storage" (postgres or memory)."""
 
     name = "tansu"
+    # why evidence/segments.json has no batches of this system
+    no_segment_dump = "Tansu keeps records in its storage engine (PostgreSQL or memory), not in Kafka segment files"
     OPTIONS = ("storage",)
     FAULT_LIMITS = "not every fault applies to its nodes"
 
