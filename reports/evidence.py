@@ -49,6 +49,25 @@ def _ending(batches: list[dict], batch: dict) -> dict | None:
     return None
 
 
+def known_finding(evidence: dict, example: dict) -> str:
+    """One line when the brokers' batches show this instance to be a finding Gregor has
+    reproduced (evidence/segments.json "known_findings", harness/controller/known_findings.py)."""
+    found = evidence.get("known_findings") if isinstance(evidence.get("known_findings"), list) else []
+    for shown in found:
+        if not isinstance(shown, dict):
+            continue
+        if (shown.get("key"), shown.get("value")) == (example.get("key"), example.get("value")):
+            return (
+                f'<p class="known-finding">The brokers\' log shows this to be the reproduced finding '
+                f"<code>{esc(shown.get('finding'))}</code> ({esc(shown.get('report'))}): offset "
+                f"{esc(shown.get('offset'))} holds an aborted record of the same producer "
+                f"(id {esc(shown.get('producer_id'))}, epoch {esc(shown.get('producer_epoch'))}, sequence "
+                f"{esc(shown.get('base_sequence'))}; ABORT at {esc(shown.get('aborted_at'))} on "
+                f"{esc(shown.get('node'))}), which the broker took this write for.</p>"
+            )
+    return ""
+
+
 def status_note(run: Run, name: str) -> str:
     """One line for an anomaly section whose batches the run cannot show (else "")."""
     if name not in EVIDENCE_ANOMALIES:
@@ -149,7 +168,8 @@ def instance_batches(run: Run, example: dict) -> str:
     )
     notes = '<ul class="note">' + "".join(f"<li>{line}</li>" for line in lines) + "</ul>" if lines else ""
     return (
-        f'<div class="evidence"><p class="caption">The brokers\' own batches of {esc(where)} around offset '
+        known_finding(evidence, example)
+        + f'<div class="evidence"><p class="caption">The brokers\' own batches of {esc(where)} around offset '
         f"{esc(', '.join(map(str, offsets)))} (DumpLogSegments on each replica; highlighted: the batch holding "
         "the offset, and the control marker that ended its transaction)</p>"
         f"{table}{notes}</div>"

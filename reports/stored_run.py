@@ -15,7 +15,9 @@ from pathlib import Path
 from ground.errors import GregorError
 
 EVIDENCE_FILE = Path("evidence") / "segments.json"  # the brokers' batches (harness/controller/evidence.py)
-EVIDENCE_ANOMALIES = ("lost-write", "aborted-read", "duplicate")  # the instances shown beside their batches
+# the instances shown beside their batches (unseen: an acknowledged write never read, whose
+# offset the broker may hold something else at; docs/findings/librdkafka-abort-sequence-reuse.md)
+EVIDENCE_ANOMALIES = ("lost-write", "unseen", "aborted-read", "duplicate")
 
 
 @dataclass

@@ -43,6 +43,7 @@ table.summary tr.permitted td{color:#555}
 .anomaly.bad .why{color:#c0172b;font-weight:600}
 .anomaly.permitted .why{color:#555}
 .desc,.note,.caption{color:#555;font-size:13px}
+.known-finding{background:#e8f1fb;border-left:4px solid #2c6fbb;padding:4px 10px;font-size:13px}
 .good{color:#1e7e34;font-weight:600}
 ul.ops{margin:0;padding-left:16px;font-size:12px}
 .mops{color:#555;font-family:ui-monospace,monospace}

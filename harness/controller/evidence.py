@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ground.atomic import write_json
+from harness.controller.known_findings import explain_run
 from reports.stored_run import EVIDENCE_ANOMALIES, EVIDENCE_FILE
 
 FIRST = EVIDENCE_ANOMALIES  # their instances come first
@@ -85,6 +86,10 @@ def gather(lab, run_dir: Path) -> dict:
     except Exception as error:  # never cost the run its verdict or files: say why it is missing
         evidence["error"] = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
     evidence["seconds"] = round(time.monotonic() - started, 3)
+    try:
+        evidence["known_findings"] = explain_run(run_dir, results, test.get("keys") or {}, evidence)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        evidence["known_findings_error"] = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
     return evidence
 
 

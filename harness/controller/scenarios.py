@@ -324,8 +324,13 @@ class Catalogue:
 
     def check(self, claim, side: str, run_dir: Path) -> dict:
         from harness.controller.run import check_and_report
+        from harness.lab import Lab
 
-        check_and_report(str(run_dir))
+        try:  # the claim's lab is still up: the brokers' own record of what the anomalies name
+            lab = Lab.attach(self.lab, backend=self.backend)
+        except GregorError:
+            lab = None
+        check_and_report(str(run_dir), lab)
         results = json.loads((run_dir / "results.json").read_text())
         test = json.loads((run_dir / "test.json").read_text())
         judged = catalogue.judge(claim, side, results, test)

@@ -44,6 +44,22 @@ def run_of(catalogue, name: str, side: str):
     return run, history, json.loads((run_dir / "test.json").read_text())
 
 
+def evidence_of(catalogue, name: str, side: str) -> tuple[dict, str]:
+    """The run's evidence/segments.json (the brokers' batches) and its report's HTML."""
+    claims, directory = catalogue
+    run_dir = (directory / claims[name]["sides"][side]["runs"][0]["report"]).parent
+    return json.loads((run_dir / "evidence" / "segments.json").read_text()), (run_dir / "report.html").read_text()
+
+
+def batches_at(evidence: dict, offset: int) -> list:
+    """Every replica's batches of the run's one partition (each node's, as dumped)."""
+    found = []
+    for node in evidence["nodes"].values():
+        for replica in node["replicas"].values():
+            found.append(replica["batches"])
+    return found
+
+
 def transactions(history: list) -> list:
     return [e for e in history if e.get("f") == "txn" and e["type"] != "invoke"]
 
@@ -70,6 +86,12 @@ def test_abort_sequence_reuse_loses_the_committed_write_at_the_aborted_records_o
     assert lost and lost["count"] == 1
     reads = [m for e in history if e.get("f") == "poll" and e["type"] == "ok" for m in e.get("mops") or []]
     assert last["mops"][0]["value"] not in {m.get("value") for m in reads}
+    # the brokers' own log: at that offset, the aborted record of the same producer and epoch
+    evidence, report = evidence_of(catalogue, "abort-sequence-reuse", "unsafe")
+    (shown,) = evidence["known_findings"]
+    assert (shown["value"], shown["offset"]) == (last["mops"][0]["value"], offset)
+    assert (shown["producer_id"], shown["producer_epoch"]) == (last["producer_id"], last["epoch"])
+    assert "known-finding" in report and "librdkafka-abort-sequence-reuse" in report
 
 
 def test_abort_sequence_reuse_with_a_new_instance_keeps_the_write(catalogue):
@@ -94,6 +116,14 @@ def test_delayed_endtxn_commits_half_of_the_next_transaction_under_the_classic_p
     assert torn["type"] == "fail" and torn["error"] == "INVALID_TXN_STATE"
     read = run["anomalies"]["aborted-read"]
     assert read["count"] == 1  # the torn transaction's first record, committed by the late EndTxn
+    # the brokers' own log: that record's transaction ended with a COMMIT marker
+    offset = torn["mops"][0]["offset"]
+    evidence, report = evidence_of(catalogue, "delayed-endtxn", "unsafe")
+    for batches in batches_at(evidence, offset):
+        (holding,) = [b for b in batches if b["base_offset"] <= offset <= b["last_offset"]]
+        ending = [b for b in batches if b.get("control") and b["base_offset"] > offset]
+        assert holding["producer_id"] == torn["producer_id"] and ending[0]["marker"] == "COMMIT"
+    assert 'class="batches"' in report
 
 
 def test_delayed_endtxn_is_refused_under_protocol_v2(catalogue):
