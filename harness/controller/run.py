@@ -457,7 +457,7 @@ def run(cfg: RunConfig) -> int:
             if runner is not None:
                 runner.stop()
             pool.stop_all()
-            if WIRE in cfg.nemesis:  # also when a relay failed half-way into place
+            if WIRE in cfg.nemesis or cfg.workload == "script":  # also when a relay failed half-way into place
                 stop_wire(lab, test)
             remove_client_places(lab, specs)
             lab.collect(run_dir)

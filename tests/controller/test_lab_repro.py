@@ -41,7 +41,11 @@ def run_of(catalogue, name: str, side: str):
     assert run["error"] is None, run["error"]
     run_dir = (directory / run["report"]).parent
     history = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines() if line.strip()]
-    return run, history, json.loads((run_dir / "test.json").read_text())
+    test = json.loads((run_dir / "test.json").read_text())
+    # the run ended its own relay (its final counts are recorded as it is swept)
+    assert "error" not in test["wire_relay"]["final"], test["wire_relay"]["final"]
+    assert test["wire_relay"]["final"]["desync"] == 0
+    return run, history, test
 
 
 def evidence_of(catalogue, name: str, side: str) -> tuple[dict, str]:
