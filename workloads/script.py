@@ -33,6 +33,7 @@ GO = "script-go"
 CLIENT_STEPS = {"begin", "send", "flush", "commit", "new-instance"}
 CONDUCTOR_STEPS = {"wire-on", "wire-off", "await-wire"}
 GO_WAIT_S = 120.0  # the longest a conductor step may take (a hold, then its answer)
+LONGEST_S = 180.0  # a scripted run's main phase, whatever --time-limit says: it ends with its script
 ABORT_TRIES = 6  # of CALL_TIMEOUT_S each: past the records' own timeout (message.timeout.ms)
 
 

@@ -5,8 +5,9 @@ mechanism behind it (docs/SCENARIOS.md, "Reproductions").
 abort-sequence-reuse runs both sides on Kafka 3.9.1; delayed-endtxn runs its
 unsafe side on 3.9.1 with librdkafka and its safe side on 4.4.0 (formatted
 with transaction.version=2) with Kafka's Java client 4.4.0; duplicate-produce
-runs on the newest release: four labs in all. The scripted runs end with their
-scripts, well inside the 20 s each run is given.
+runs on the newest release: four labs in all. The catalogue's 20 s are
+duplicate-produce's; a scripted run ends with its script, however long
+that takes (workloads/script.py LONGEST_S).
 """
 
 import json
