@@ -17,7 +17,14 @@ keys; a `subscribe` op empties it, and the group's `rebalance` entries
 (recorded on the ops during which they happened, in order) add the keys it
 assigned and remove those it revoked. A consumer revoked from K, or not
 polling at all, is not polling K (a member whose rejoin waits on a paused
-one can go seconds without either).
+one can go seconds without either). So the gap rule spaces the polls of a
+consumer that holds K, and never bridges a stretch in which it did not:
+from the invoke of the op that dropped K (a revocation, a `subscribe`, an
+`assign` without K) to the completion of the op that gave it back, K was
+not the consumer's at some moment, and an interval that meets such a
+stretch was not polled throughout however short the stretch (a group
+rebalanced every few seconds can hold a member off K for most of the
+interval in stretches each shorter than the gap bound).
 
 The per-key pass finds the late first reads; only their processes' ops are
 then replayed here.
@@ -41,6 +48,7 @@ from checkers.load import Tables
 from checkers.table_format import OP_ROW, pid_route
 
 MAX_GAP_FRACTION = 0.5
+BEFORE_ANY_OP = -(1 << 62)  # where a process's first stretch without a key starts
 STUCK_SCHEMA = T.StructType(
     [T.StructField(name, T.LongType()) for name in ("key", "value", "offset", "writer", "reader", "time")]
 )
@@ -64,6 +72,7 @@ def stuck_reads(t: Tables) -> list[tuple]:
         "invoke_index",
         "f",
         "type",
+        F.coalesce("invoke_time", F.lit(NULL)).alias("invoke_time"),
         F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
         "keys",
         "rebalance",
@@ -84,9 +93,13 @@ def _checker(candidates, max_gap):
         out = []
         for pid, ops in by_process.items():
             mine = [c for c in candidates if c[0] == pid]
-            instants = polls_of_keys(sorted(ops, key=lambda r: r["invoke_index"]), {c[1] for c in mine})
+            ordered = sorted(ops, key=lambda r: r["invoke_index"])
+            keys = {c[1] for c in mine}
+            instants, unheld = watch_keys(ordered, keys)
             for _, key, value, offset, reader, writer, since, invoke in mine:
-                if polled_throughout(instants.get(key, []), since, invoke, max_gap):
+                if held_throughout(unheld[key], since, invoke) and polled_throughout(
+                    instants[key], since, invoke, max_gap
+                ):
                     out.append(
                         {
                             "key": key,
@@ -103,27 +116,61 @@ def _checker(candidates, max_gap):
     return run
 
 
-def polls_of_keys(ops: list[dict], keys: set) -> dict:
-    """key -> sorted completion times of the process's `ok` polls of that key (ops in process order)."""
+def watch_keys(ops: list[dict], keys: set) -> tuple[dict, dict]:
+    """Replays the process's assignment (ops in process order). Per key: the
+    sorted completion times of its `ok` polls of the key, and the (start,
+    end) stretches in which the key may not have been assigned to it: from
+    the invoke of the op that dropped the key to the completion of the op
+    that assigned it again (NULL end: never again; before its first
+    assignment a process holds no key)."""
     assigned: set = set()
     instants: dict = {key: [] for key in keys}
+    stretches: dict = {key: [] for key in keys}
+    dropped_at = {key: BEFORE_ANY_OP for key in keys}  # start of the open stretch; NULL: held
+
+    def drop(named: set, at: int):
+        for key in named & keys:
+            if dropped_at[key] == NULL:
+                dropped_at[key] = at
+
+    def give(named: set, at: int):
+        for key in named & keys:
+            if dropped_at[key] != NULL:
+                stretches[key].append((dropped_at[key], at))
+                dropped_at[key] = NULL
+
     for op in ops:
+        start, end = op["invoke_time"], op["complete_time"]
         if op["f"] == ASSIGN:
-            assigned = set(op["keys"] or [])
+            named = set(op["keys"] or [])
+            drop(assigned - named, start)
+            give(named, end)
+            assigned = named
         elif op["f"] == SUBSCRIBE:
+            drop(assigned, start)
             assigned = set()
         for entry in op["rebalance"] or []:
             named = set((entry or {}).get("keys") or [])
             if (entry or {}).get("type") == "assigned":
+                give(named, end)
                 assigned |= named
             elif (entry or {}).get("type") == "revoked":
+                drop(named, start)
                 assigned -= named
-        if op["type"] == OK and op["f"] in (POLL, TXN) and op["complete_time"] != NULL:
+        if op["type"] == OK and op["f"] in (POLL, TXN) and end != NULL:
             for key in assigned & keys:
-                instants[key].append(op["complete_time"])
+                instants[key].append(end)
+    for key, at in dropped_at.items():
+        if at != NULL:
+            stretches[key].append((at, NULL))
     for times in instants.values():
         times.sort()
-    return instants
+    return instants, stretches
+
+
+def held_throughout(stretches: list[tuple], since: int, invoke: int) -> bool:
+    """No stretch without the key meets the open interval (since, invoke)."""
+    return not any(start < invoke and (end == NULL or end > since) for start, end in stretches)
 
 
 def polled_throughout(polls: list[int], since: int, invoke: int, max_gap: int) -> bool:

@@ -97,6 +97,50 @@ def test_no_stuck_lso_when_a_blocked_rebalance_took_the_key_away(spark, tmp_path
     assert found(spark, tmp_path, write_run, group_run(rebalanced=True), test) == []
 
 
+def flapping_run(rebalances: dict):
+    """A subscribed member polls empty every second from 2 s to 12 s and reads
+    the write (acked at 1 s) at 13 s. `rebalances`: seconds (a poll's
+    completion, or a fraction of a second before the ack) -> the `rebalance`
+    entries of the poll that ends then."""
+    assigned = [{"type": "assigned", "keys": [0]}]
+    pairs = [
+        (op(1, "subscribe", [], keys=[0], group="g"), 0, 100),
+        (op(1, "poll", [], group="g", rebalance=assigned), SECOND // 4, SECOND // 2),
+        (op(0, "txn", [send(0, 1, 0)], txn_id="a", commit_time=SECOND // 2), SECOND // 4, SECOND),
+    ]
+    for at in sorted(rebalances):
+        if at < 1:
+            pairs.append(
+                (op(1, "poll", [], group="g", rebalance=rebalances[at]), int(at * SECOND) - 1000, int(at * SECOND))
+            )
+    for at in range(2, 13):
+        fields = {"group": "g"}
+        if at in rebalances:
+            fields["rebalance"] = rebalances[at]
+        pairs.append((op(1, "poll", [], **fields), at * SECOND - 1000, at * SECOND))
+    pairs.append((op(1, "poll", [poll(0, 0, 1)], group="g"), 13 * SECOND, 13 * SECOND + 1000))
+    return sorted(timed(pairs), key=lambda e: e["time"])
+
+
+def test_no_stuck_lso_when_rebalances_kept_taking_the_key_away(spark, tmp_path, write_run, base_test):
+    """Revoked from key 0 from 3 s to 6 s and from 8 s to 11 s: each stretch
+    is shorter than half the timeout, but the member held key 0 for 3 s of
+    the 12, so it did not poll it throughout."""
+    revoked, assigned = [{"type": "revoked", "keys": [0]}], [{"type": "assigned", "keys": [0]}]
+    events = flapping_run({3: revoked, 6: assigned, 8: revoked, 11: assigned})
+    test = base_test(client={"subscribe": True})
+    assert found(spark, tmp_path, write_run, events, test) == []
+
+
+def test_stuck_lso_when_the_key_came_back_before_the_interval(spark, tmp_path, write_run, base_test):
+    """A rebalance took key 0 away and gave it back before the write was
+    acknowledged; from then on the member held it and polled it all along."""
+    revoked, assigned = [{"type": "revoked", "keys": [0]}], [{"type": "assigned", "keys": [0]}]
+    events = flapping_run({0.6: revoked, 0.8: assigned})
+    test = base_test(client={"subscribe": True})
+    assert [row[0] for row in found(spark, tmp_path, write_run, events, test)] == ["stuck-lso"]
+
+
 def catch_up_run(per_poll: int):
     """Process 0 writes 12 values of key 0 (offsets 0..11), the last acked at
     1 s. Process 1, assigned from the beginning, polls every second from 2 s
