@@ -26,7 +26,7 @@ from workloads.conductor import Conductor
 from workloads.generators import ValueSource
 from workloads.kafka_client import KafkaException
 from workloads.kafka_io import KeyMap, encode
-from workloads.txn import CALL_TIMEOUT_S, TransactionalProducer
+from workloads.txn import CALL_TIMEOUT_S, TransactionalProducer, commit
 
 MIN_CONCURRENCY = 1
 GO = "script-go"
@@ -227,24 +227,17 @@ class ScriptedTxn:
         self.fill_offsets()
         commit_time = self.client.link.now_ns()
         self.client.link.emit({"_committing": commit_time})
-        tried = False
-        for attempt in range(3):
-            try:
-                self.tp.producer.commit_transaction(CALL_TIMEOUT_S)
-                self.fill_offsets()
-                self.client.complete("ok", self.done, commit_time=commit_time, **self.ids)
-                return
-            except KafkaException as exc:
-                err = outcomes.error_of(exc)
-                if err is not None and err.retriable() and attempt < 2:
-                    tried = True
-                    continue
-                outcome = outcomes.classify(exc, outcomes.TXN_COMMIT, commit_attempted_before=tried)
-                if err is not None and err.txn_requires_abort():
-                    self.abort()
-                self.failed = True
-                self.client.complete(outcome.type, self.done, error=outcome.error, commit_time=commit_time, **self.ids)
-                return
+        exc, tried = commit(self.tp.producer)
+        if exc is None:
+            self.fill_offsets()
+            self.client.complete("ok", self.done, commit_time=commit_time, **self.ids)
+            return
+        err = outcomes.error_of(exc)
+        outcome = outcomes.classify(exc, outcomes.TXN_COMMIT, commit_attempted_before=tried)
+        if err is not None and err.txn_requires_abort():
+            self.abort()
+        self.failed = True
+        self.client.complete(outcome.type, self.done, error=outcome.error, commit_time=commit_time, **self.ids)
 
     def abort_with(self, exc, phase: str) -> None:
         self.failed = True

@@ -237,23 +237,17 @@ class TxnRunner:
         # tells the pool first: if this process is killed from here on, its op is
         # not an open transaction (the commit may go through) but one that asked to commit
         client.link.emit({"_committing": commit_time})
-        for attempt in range(3):
-            try:
-                producer.commit_transaction(CALL_TIMEOUT_S)
-                fill_offsets()
-                return client.complete("ok", listed(), **extras())
-            except KafkaException as exc:
-                err = outcomes.error_of(exc)
-                if err is not None and err.retriable() and attempt < 2:
-                    commit_tried = True
-                    continue
-                outcome = outcomes.classify(exc, outcomes.TXN_COMMIT, commit_attempted_before=commit_tried)
-                if err is not None and err.txn_requires_abort():
-                    self.abort(tp)
-                if outcome.type == "fail":
-                    self.rewind(consumer, polled)
-                return client.complete(outcome.type, listed(), error=outcome.error, **extras())
-        raise AssertionError("unreachable")
+        exc, commit_tried = commit(producer)
+        if exc is None:
+            fill_offsets()
+            return client.complete("ok", listed(), **extras())
+        err = outcomes.error_of(exc)
+        outcome = outcomes.classify(exc, outcomes.TXN_COMMIT, commit_attempted_before=commit_tried)
+        if err is not None and err.txn_requires_abort():
+            self.abort(tp)
+        if outcome.type == "fail":
+            self.rewind(consumer, polled)
+        return client.complete(outcome.type, listed(), error=outcome.error, **extras())
 
     def positions(self, polled: list) -> list[tuple[int, int]]:
         nexts: dict[int, int] = {}
@@ -287,6 +281,24 @@ class TxnRunner:
                 consumer.seek(self.keymap.tp(key, offset))
             except KafkaException:
                 pass  # no longer assigned: the rebalance entry resets the position
+
+
+def commit(producer) -> tuple[KafkaException | None, bool]:
+    """commit_transaction, called again up to twice after a retriable error (librdkafka's
+    advice; the Java facade's too): None when it committed, else the error it ended with; and
+    whether an earlier call had been made (the commit may have gone through: outcomes.py)."""
+    tried = False
+    for attempt in range(3):
+        try:
+            producer.commit_transaction(CALL_TIMEOUT_S)
+            return None, tried
+        except KafkaException as exc:
+            err = outcomes.error_of(exc)
+            if err is not None and err.retriable() and attempt < 2:
+                tried = True
+                continue
+            return exc, tried
+    raise AssertionError("unreachable")
 
 
 def needs_new_instance(completion: dict, tp: TransactionalProducer | None = None) -> bool:
