@@ -132,7 +132,6 @@ class TxnRunner:
         polled: list = list(read or [])
         delivered: dict = {}
         commit_time = None
-        commit_tried = False
         producer = tp.producer
         polls = 0
         ids: dict = {}  # the producer id and epoch the transaction runs under
