@@ -54,7 +54,11 @@ class GroupConductor(Conductor):
         if not self.members:
             return
         turn = 0
-        while self.sleep(self.every_s * (0.5 + self.rng.random())):
+        # the first fault waits a session timeout: a member paused before the group first
+        # assigned it keys is no member yet, and its pause would evict nothing
+        first = self.pause_s - 2.0
+        while self.sleep(first + self.every_s * (0.5 + self.rng.random())):
+            first = 0.0
             slot = self.rng.choice(self.members)
             if not self.room_for(self.pause_s + 1.0 if turn % 2 == 0 else 3.0):
                 break
