@@ -200,10 +200,7 @@ def heal(lab, entry: dict) -> dict:
 
     After a crash the relay is gone (the lab's heal sweeps it): nothing to switch off."""
     try:
-        if entry.get("relay") == "brokers":
-            answer = lab.wire_call({"op": "remove", "id": entry["id"]}, brokers=True)
-        else:
-            answer = lab.wire_call({"op": "remove", "id": entry["id"]})
+        answer = lab.wire_call({"op": "remove", "id": entry["id"]}, brokers=entry.get("relay") == "brokers")
     except GregorError as error:
         return {"rule_off": False, "why": str(error)}
     return {"rule_off": True, **did(answer["report"])}

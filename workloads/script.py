@@ -143,8 +143,7 @@ class ScriptClient(Client):
                 self.tp.producer.abort_transaction(CALL_TIMEOUT_S)
                 self.tp.abort_pending = False
             except KafkaException as exc:
-                err = outcomes.error_of(exc)
-                if err is None or not (err.retriable() or err.name() == "_TIMED_OUT"):
+                if not abort_may_be_called_again(exc):
                     raise
         if self.tp.abort_pending:
             raise RuntimeError(f"the abort did not complete in {ABORT_TRIES} tries")
@@ -172,6 +171,12 @@ class ScriptClient(Client):
                 raise RuntimeError(f"stopped while waiting at script step {index}")
             time.sleep(0.01)
         raise RuntimeError(f"the conductor never finished script step {index} ({GO_WAIT_S:g} s)")
+
+
+def abort_may_be_called_again(exc: KafkaException) -> bool:
+    """An abort that failed this way (it timed out, or a retriable error) may be called again."""
+    err = outcomes.error_of(exc)
+    return err is not None and (err.retriable() or err.name() == "_TIMED_OUT")
 
 
 class ScriptedTxn:
@@ -252,10 +257,9 @@ class ScriptedTxn:
         try:
             self.tp.producer.abort_transaction(CALL_TIMEOUT_S)
         except KafkaException as exc:
-            err = outcomes.error_of(exc)
             # timed out (records in flight): called again before the next transaction;
             # fenced or fatal: the script's next begin says so
-            self.tp.abort_pending = err is not None and (err.retriable() or err.name() == "_TIMED_OUT")
+            self.tp.abort_pending = abort_may_be_called_again(exc)
 
     def fill_offsets(self) -> None:
         for mop in self.done:

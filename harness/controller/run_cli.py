@@ -191,6 +191,11 @@ def settle_client(values: dict) -> None:
     )
 
 
+def client_protocol(values: dict) -> str:
+    """The clients' security.protocol, lower-case: the wire relay reads only "plaintext" frames."""
+    return str((values["client_config"] or {}).get("security.protocol", "plaintext")).lower()
+
+
 def check_wire(values: dict) -> None:
     """Wire faults: rules the relay takes, traffic it can read; client sources put each client in
     a namespace of its own, where the relay serves it; broker sources (a node target) need a system
@@ -208,7 +213,7 @@ def check_wire(values: dict) -> None:
             Rule(parse_rule(text), 0.0)
         except ValueError as error:
             raise GregorError(f"--wire-rule {text!r}: {error}") from None
-    protocol = str((values["client_config"] or {}).get("security.protocol", "plaintext")).lower()
+    protocol = client_protocol(values)
     if protocol != "plaintext":
         raise GregorError(
             f"--nemesis wire reads the clients' Kafka frames, which security.protocol={protocol} hides "
@@ -247,7 +252,7 @@ def check_script(values: dict) -> None:
         return
     if not values["script"]:
         raise GregorError("--workload script needs --script NAME; the scripts are " + ", ".join(SCRIPTS))
-    protocol = str((values["client_config"] or {}).get("security.protocol", "plaintext")).lower()
+    protocol = client_protocol(values)
     if protocol != "plaintext":
         raise GregorError(
             f"--workload script drives wire faults, which need PLAINTEXT clients, not security.protocol={protocol}"

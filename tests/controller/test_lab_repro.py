@@ -56,7 +56,7 @@ def evidence_of(catalogue, name: str, side: str) -> tuple[dict, str]:
     return json.loads((run_dir / "evidence" / "segments.json").read_text()), (run_dir / "report.html").read_text()
 
 
-def batches_at(evidence: dict, offset: int) -> list:
+def replica_batches(evidence: dict) -> list:
     """Every replica's batches of the run's one partition (each node's, as dumped)."""
     found = []
     for node in evidence["nodes"].values():
@@ -124,7 +124,7 @@ def test_delayed_endtxn_commits_half_of_the_next_transaction_under_the_classic_p
     # the brokers' own log: that record's transaction ended with a COMMIT marker
     offset = torn["mops"][0]["offset"]
     evidence, report = evidence_of(catalogue, "delayed-endtxn", "unsafe")
-    for batches in batches_at(evidence, offset):
+    for batches in replica_batches(evidence):
         (holding,) = [b for b in batches if b["base_offset"] <= offset <= b["last_offset"]]
         ending = [b for b in batches if b.get("control") and b["base_offset"] > offset]
         assert holding["producer_id"] == torn["producer_id"] and ending[0]["marker"] == "COMMIT"

@@ -164,8 +164,9 @@ def tcp_connect_ms(node, address: str, port: int = 9092) -> float:
     return float(node.exec([node.python, "-c", _CONNECT_MS, address, str(port)], timeout=120).stdout)
 
 
-def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[dict], dict]:
-    """Runs `gregor run` against the lab; returns (run dir, history, test.json)."""
+def gregor_run(lab, store, *args: str, timeout: float = 400, check: bool = False) -> tuple[str, list[dict], dict]:
+    """Runs `gregor run` against the lab (with its check and report when `check`: then it must
+    come out valid, exit 0); returns (run dir, history, test.json)."""
     import glob
     import json
     import os
@@ -184,7 +185,7 @@ def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[
             lab.backend.name,
             "--store",
             str(store),
-            "--no-check",
+            *([] if check else ["--no-check"]),
             *args,
         ],
         cwd=root,
@@ -193,7 +194,7 @@ def gregor_run(lab, store, *args: str, timeout: float = 400) -> tuple[str, list[
         text=True,
         timeout=timeout,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = sorted(glob.glob(os.path.join(str(store), "*", "2*")))
     assert runs, f"no run directory under {store}"
     run_dir = runs[-1]

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from nemesis_lab_helpers import gregor_run
 
 from ground.faults import WIRE
 from harness.wire.places import relays
@@ -154,23 +155,22 @@ def test_a_crashed_wire_run_leaves_nothing_its_heal_does_not_sweep(lab, tmp_path
     assert not os.path.exists(f"/tmp/gregor-wire-{name}.sock")
 
 
+def wire_heals(history: list[dict]) -> list[dict]:
+    """What each stop-wire of a run recorded (the relay's report of its rule)."""
+    return [
+        e["value"]
+        for e in history
+        if e.get("process") == "nemesis" and e["type"] == "info" and "rule_off" in e["value"]
+    ]
+
+
 def test_a_txn_run_with_a_small_delay_rule_is_valid(lab, tmp_path):
-    result = subprocess.run(
-        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", lab.backend.name]
-        + ["--store", str(tmp_path), "--time-limit", "20", "--seed", "2", "--nemesis", WIRE]
-        + ["--wire-rule", "delay:api=EndTxn:ms=200", "--nemesis-interval", "3"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (run_dir,) = [path for path, _dirs, files in os.walk(tmp_path) if "results.json" in files]
+    run_dir, history, _ = gregor_run(
+        lab, tmp_path, "--workload", "txn", "--time-limit", "20", "--seed", "2", "--nemesis", WIRE,
+        "--wire-rule", "delay:api=EndTxn:ms=200", "--nemesis-interval", "3", timeout=600, check=True,
+    )  # fmt: skip
     assert json.load(open(os.path.join(run_dir, "results.json")))["verdict"] == "valid"
-    heals = []
-    for line in open(os.path.join(run_dir, "history.jsonl")):
-        event = json.loads(line)
-        if event.get("process") == "nemesis" and event["type"] == "info" and "rule_off" in event["value"]:
-            heals.append(event["value"])
+    heals = wire_heals(history)
     assert heals and all(h["rule_off"] for h in heals)
     assert sum(h["delayed"] for h in heals) > 0, "the rule never took a request: the run proves nothing"
     assert relays(lab.name) == [] and wire_rules_in(lab_namespaces(lab.name)) == []

@@ -14,7 +14,8 @@ import sys
 import time
 
 import pytest
-from test_lab_wire import TxnClient, wire_rules_in
+from nemesis_lab_helpers import gregor_run
+from test_lab_wire import TxnClient, wire_heals, wire_rules_in
 
 from ground.faults import WIRE
 from harness.wire.places import relays
@@ -58,9 +59,20 @@ def nothing_left(lab) -> None:
     assert not os.path.exists(f"/tmp/gregor-wire-{brokers_tag(lab.name)}.sock")
 
 
-def delayed_under(lab, topic: str, place, api: str) -> dict:
-    """TRANSACTIONS transactions of a fresh producer on `topic` with a delay rule on `api` switched
-    on for every broker's own requests; what the relay did under it."""
+def delayed_under(lab, place, api: str) -> dict:
+    """TRANSACTIONS transactions of a fresh producer on a new topic with a delay rule on `api`
+    switched on for every broker's own requests; what the relay did under it. The relay is
+    swept afterwards, whatever happened."""
+    topic = f"bw-{api.lower()}-{int(time.time())}"
+    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
+    lab.wait_healthy(topics=[topic], timeout=60)
+    try:
+        return _delayed(lab, topic, place, api)
+    finally:
+        lab.sweep_wire()
+
+
+def _delayed(lab, topic: str, place, api: str) -> dict:
     served = lab.start_broker_wire()
     lab.wait_healthy(topics=[topic], timeout=60)
     rule = {"action": "delay", "api": api, "delay_ms": DELAY_MS, "netns": list(served["places"].values())}
@@ -78,13 +90,7 @@ def delayed_under(lab, topic: str, place, api: str) -> dict:
 
 def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_namespaces, place):
     lab = on_namespaces
-    topic = f"bw-markers-{int(time.time())}"
-    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
-    lab.wait_healthy(topics=[topic], timeout=60)
-    try:
-        found = delayed_under(lab, topic, place, "WriteTxnMarkers")
-    finally:
-        lab.sweep_wire()
+    found = delayed_under(lab, place, "WriteTxnMarkers")
     done, status = found["done"], found["status"]
     print("WriteTxnMarkers rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
     print("cut at start:", found["served"]["cut"], "reopened through the relay:", found["served"]["reconnected"])
@@ -104,13 +110,7 @@ def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_n
 
 def test_a_delay_rule_on_addpartitionstotxn_takes_the_leaders_verification(on_namespaces, place):
     lab = on_namespaces
-    topic = f"bw-verify-{int(time.time())}"
-    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
-    lab.wait_healthy(topics=[topic], timeout=60)
-    try:
-        found = delayed_under(lab, topic, place, "AddPartitionsToTxn")
-    finally:
-        lab.sweep_wire()
+    found = delayed_under(lab, place, "AddPartitionsToTxn")
     done = found["done"]
     print("AddPartitionsToTxn rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
     # Kafka 3.9's leaders verify each transaction's first produce with the coordinator (verify-only, v4+)
@@ -155,27 +155,17 @@ def test_a_crashed_broker_source_run_leaves_nothing_its_heal_does_not_sweep(on_n
 
 def test_a_txn_run_with_a_delay_rule_on_the_coordinators_markers_is_valid(on_namespaces, tmp_path):
     lab = on_namespaces
-    result = subprocess.run(
-        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", "local", "--store", str(tmp_path)]
-        + ["--time-limit", "20", "--seed", "2", "--nemesis", WIRE, "--nemesis-targets", "coordinator"]
-        + ["--wire-rule", "delay:api=WriteTxnMarkers:ms=200", "--nemesis-interval", "3"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (run_dir,) = [path for path, _dirs, files in os.walk(tmp_path) if "results.json" in files]
+    run_dir, history, test = gregor_run(
+        lab, tmp_path, "--workload", "txn", "--time-limit", "20", "--seed", "2", "--nemesis", WIRE,
+        "--nemesis-targets", "coordinator", "--wire-rule", "delay:api=WriteTxnMarkers:ms=200",
+        "--nemesis-interval", "3", timeout=600, check=True,
+    )  # fmt: skip
     assert json.load(open(os.path.join(run_dir, "results.json")))["verdict"] == "valid"
-    test = json.load(open(os.path.join(run_dir, "test.json")))
     assert "wire_relay" not in test  # no client target: the clients' relay is not started
     served = test["wire_brokers"]
     assert served["final"]["refused"] == served["final"]["desync"] == 0
     assert all(served["reconnected"][node] for node, cut in served["cut"].items() if cut), served
-    heals = []
-    for line in open(os.path.join(run_dir, "history.jsonl")):
-        event = json.loads(line)
-        if event.get("process") == "nemesis" and event["type"] == "info" and "rule_off" in event["value"]:
-            heals.append(event["value"])
+    heals = wire_heals(history)
     print("heals:", [{k: h.get(k) for k in ("nodes", "took", "delayed", "by_api")} for h in heals])
     print("wire_brokers:", json.dumps({k: v for k, v in test["wire_brokers"].items() if k != "ports"}))
     assert heals and all(h["rule_off"] and h["nodes"] for h in heals)
