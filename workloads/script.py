@@ -70,6 +70,15 @@ SCRIPTS = {
         + (("send",), ("send",), ("commit",)),
         "an EndTxn held past the client's timeout and delivered inside the next transaction (KAFKA-17754)",
     ),
+    "late-produce": Script(
+        _T
+        + (("wire-on", "hold:api=Produce:ms=20000"),)
+        + _T  # its Produce is held; the client gives up on it, the flush times out: aborted
+        + (("await-wire",), ("wire-off",))  # the held Produce has reached the leader, after the ABORT marker
+        + (("new-instance",),)  # a new epoch (and none of librdkafka's sequence reuse after an abort)
+        + _T,
+        "a Produce held past its transaction's abort and delivered after the ABORT marker (KAFKA-14402)",
+    ),
 }
 
 

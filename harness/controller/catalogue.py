@@ -27,8 +27,9 @@ CATALOGUE = Path(__file__).with_name("scenarios.toml")
 SIDES = ("unsafe", "safe")
 ENTRY_FIELDS = {"name", "promise", "expected", "lab", "storage", "run", "unsafe", "safe", "note", "system"}
 # what a claim's [claim.system.SIDE] may pin for a side's lab (a reproduction's two sides can need
-# two Kafka releases): the system's version, and Kafka's transaction.version feature
-SYSTEM_FIELDS = {"version": str, "transaction-version": int}
+# two Kafka releases): the system's version, Kafka's transaction.version feature, and broker settings
+# of that side only (key=value, as `gregor lab up --broker-config`), over the claim's `lab`
+SYSTEM_FIELDS = {"version": str, "transaction-version": int, "broker-config": list}
 NEEDS_COMPLETE_DRAIN = {"unseen"}
 # Options the catalogue sets itself for every run.
 RESERVED = {"lab", "backend", "system", "version", "store", "name", "seed", "no-check"}
@@ -49,6 +50,12 @@ class Claim:
     def side_system(self, side: str) -> dict:
         """What the side pins of its lab ({} when the catalogue's own --version serves)."""
         return dict(self.system.get(side, {}))
+
+    def side_broker_config(self, side: str) -> dict[str, str]:
+        """The side's lab's broker settings: the claim's `lab`, then the side's own broker-config."""
+        from harness.systems.kafka.config import parse_overrides
+
+        return {**self.lab, **parse_overrides(self.side_system(side).get("broker-config"), None)}
 
     def sides_share_a_lab(self) -> bool:
         return self.side_system("unsafe") == self.side_system("safe")
@@ -134,6 +141,7 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
         for key, kind in SYSTEM_FIELDS.items():
             if key in pinned and not isinstance(pinned[key], kind):
                 raise GregorError(f"{where}: system.{side}.{key} must be a {kind.__name__}")
+        check_broker_config(pinned.get("broker-config", []), f"{where}: system.{side}.broker-config")
     claim = Claim(
         name=name,
         promise=" ".join(str(entry["promise"]).split()),
@@ -148,6 +156,14 @@ def parse_claim(entry: dict, index: int = 0) -> Claim:
     for side in SIDES:
         check_run_options(claim, side)
     return claim
+
+
+def check_broker_config(pairs: list, where: str) -> None:
+    """A side's broker-config: a list of key=value strings."""
+    for pair in pairs:
+        key, sep, _ = str(pair).partition("=")
+        if not isinstance(pair, str) or not sep or not key.strip():
+            raise GregorError(f"{where}: bad entry {pair!r}: use key=value, e.g. min.insync.replicas=2")
 
 
 def check_run_options(claim: Claim, side: str, extra: list[str] | None = None):

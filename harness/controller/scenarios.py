@@ -234,10 +234,11 @@ class Catalogue:
 
         version = self.version_of(claim, side)
         features = claim.side_system(side).get("transaction-version")
+        overrides = claim.side_broker_config(side)
         try:
             lab = Lab.attach(self.lab, backend=self.backend)
             same = (
-                getattr(lab.system, "overrides", {}) == claim.lab
+                getattr(lab.system, "overrides", {}) == overrides
                 and lab.storage == claim.storage
                 and lab.system.name == self.system
                 and (version in (None, lab.version))
@@ -252,7 +253,7 @@ class Catalogue:
         Lab.up(
             nodes=3,
             version=version,
-            broker_overrides=claim.lab,
+            broker_overrides=overrides,
             name=self.lab,
             progress=self.progress,
             backend=self.backend,

@@ -240,10 +240,56 @@ def test_a_claim_may_pin_each_sides_release_and_then_its_sides_run_on_labs_of_th
     "pinned, message",
     [
         ('[claim.system.both]\nversion = "3.9.1"\n', "system holds a table per side"),
-        ("[claim.system.safe]\nnodes = 5\n", "system.safe may pin only transaction-version, version"),
+        ("[claim.system.safe]\nnodes = 5\n", "system.safe may pin only broker-config, transaction-version, version"),
         ("[claim.system.safe]\nversion = 391\n", "system.safe.version must be a str"),
+        ('[claim.system.safe]\nbroker-config = "a=b"\n', "system.safe.broker-config must be a list"),
+        (
+            '[claim.system.unsafe]\nbroker-config = ["transaction.partition.verification.enable"]\n',
+            "system.unsafe.broker-config: bad entry 'transaction.partition.verification.enable': use key=value",
+        ),
+        ("[claim.system.unsafe]\nbroker-config = [3]\n", "system.unsafe.broker-config: bad entry 3: use key=value"),
     ],
 )
 def test_a_bad_pinned_side_is_refused_in_one_line(tmp_path, pinned, message):
     with pytest.raises(GregorError, match=message):
         catalogue.load(write(tmp_path, GOOD + pinned))
+
+
+SIDE_BROKER_CONFIG = """
+[claim.system.unsafe]
+broker-config = ["transaction.partition.verification.enable=false", "replica.lag.time.max.ms=7000"]
+"""
+
+
+def test_a_sides_broker_config_goes_over_the_claims_lab_settings_into_that_sides_lab(tmp_path, monkeypatch):
+    from harness import lab as lab_module
+    from harness.controller.scenarios import Catalogue
+
+    claim = catalogue.load(write(tmp_path, GOOD + SIDE_BROKER_CONFIG))[0]
+    assert not claim.sides_share_a_lab()
+    assert claim.side_broker_config("unsafe") == {
+        "replica.lag.time.max.ms": "7000",
+        "transaction.partition.verification.enable": "false",
+    }
+    assert claim.side_broker_config("safe") == {"replica.lag.time.max.ms": "5000"}
+
+    brought_up = []
+
+    class Lab:
+        @staticmethod
+        def attach(name, backend):
+            raise GregorError("no lab")
+
+        @staticmethod
+        def down(name, progress, backend):
+            pass
+
+        @staticmethod
+        def up(**options):
+            brought_up.append(options["broker_overrides"])
+
+    monkeypatch.setattr(lab_module, "Lab", Lab)
+    run = Catalogue([claim], 1, 1, 10, str(tmp_path / "store"), "gscen", progress=lambda message: None)
+    run.lab_for(claim, "unsafe")
+    run.lab_for(claim, "safe")
+    assert brought_up == [claim.side_broker_config("unsafe"), {"replica.lag.time.max.ms": "5000"}]

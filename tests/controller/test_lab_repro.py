@@ -5,7 +5,9 @@ mechanism behind it (docs/SCENARIOS.md, "Reproductions").
 abort-sequence-reuse runs both sides on Kafka 3.9.1; delayed-endtxn runs its
 unsafe side on 3.9.1 with librdkafka and its safe side on 4.4.0 (formatted
 with transaction.version=2) with Kafka's Java client 4.4.0; duplicate-produce
-runs on the newest release: four labs in all. The catalogue's 20 s are
+runs on the newest release; late-produce runs both sides on 3.9.1, its unsafe
+side's brokers with transaction.partition.verification.enable=false: six labs
+in all. The catalogue's 20 s are
 duplicate-produce's; a scripted run ends with its script, however long
 that takes (workloads/script.py LONGEST_S).
 """
@@ -20,7 +22,8 @@ from backend_params import lab_name
 
 pytestmark = pytest.mark.lab
 
-CLAIMS = ("abort-sequence-reuse", "delayed-endtxn", "duplicate-produce")
+CLAIMS = ("abort-sequence-reuse", "delayed-endtxn", "duplicate-produce", "late-produce")
+VERIFICATION = "transaction.partition.verification.enable"
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,12 @@ def replica_batches(evidence: dict) -> list:
 
 def transactions(history: list) -> list:
     return [e for e in history if e.get("f") == "txn" and e["type"] != "invoke"]
+
+
+def polled(history: list) -> list:
+    """Every record the run's consumers read, as (offset, value)."""
+    polls = [e for e in history if e.get("f") == "poll" and e["type"] == "ok"]
+    return [(m.get("offset"), m.get("value")) for e in polls for m in e["mops"]]
 
 
 def heals(history: list) -> list:
@@ -152,3 +161,57 @@ def test_a_produce_request_sent_twice_is_written_twice_only_without_idempotence(
     safe, history, _ = run_of(catalogue, "duplicate-produce", "safe")
     assert safe["clean"], safe["bad"]
     assert [r for heal in heals(history) for r in heal["requests"]], "the safe side's rule took no request"
+
+
+def test_a_produce_delivered_after_its_transactions_abort_is_committed_by_the_next_epochs_marker(catalogue):
+    run, history, test = run_of(catalogue, "late-produce", "unsafe")
+    assert test["version"] == "3.9.1" and test["broker_config"][VERIFICATION] == "false"
+    assert run["detected"], run["anomalies"]
+    first, aborted, last = transactions(history)
+    assert (first["type"], aborted["type"], last["type"]) == ("ok", "fail", "ok")
+    # every Produce of the aborted transaction was held, and appended when it finally arrived
+    held = heals(history)[0]["requests"]
+    assert held and all(r["api"] == "Produce" for r in held)
+    batches = {(b["producer_id"], b["epoch"], b["base_sequence"]) for r in held for b in r["batches"]}
+    assert batches == {(aborted["producer_id"], aborted["epoch"], 1)}  # the aborted transaction's, after the first's 0
+    (offset,) = {p["base_offset"] for r in held for p in r["answer"]["partitions"]}
+    assert all(p["error"] == 0 for r in held for p in r["answer"]["partitions"])
+    # a new instance (a later epoch) committed the next record after it; the aborted value was read
+    assert last["producer_id"] == aborted["producer_id"] and last["epoch"] > aborted["epoch"]
+    assert last["mops"][0]["offset"] > offset
+    assert run["anomalies"]["aborted-read"]["count"] == 1
+    assert (offset, aborted["mops"][0]["value"]) in polled(history)
+    # the brokers' own log: the ABORT marker, then the late batch (same producer, epoch and sequence),
+    # then the next epoch's record and the COMMIT marker that ended both
+    evidence, report = evidence_of(catalogue, "late-produce", "unsafe")
+    for log in replica_batches(evidence):
+        (late,) = [b for b in log if b["base_offset"] <= offset <= b["last_offset"]]
+        assert not late["control"] and late["transactional"]
+        assert (late["producer_id"], late["producer_epoch"], late["base_sequence"]) == (
+            aborted["producer_id"],
+            aborted["epoch"],
+            1,
+        )
+        before = [b for b in log if b["control"] and b["base_offset"] < offset]
+        assert before[-1]["marker"] == "ABORT" and before[-1]["producer_epoch"] == aborted["epoch"]
+        after = [b for b in log if b["control"] and b["base_offset"] > offset]
+        assert after[0]["marker"] == "COMMIT" and after[0]["producer_epoch"] == last["epoch"]
+        assert after[0]["base_offset"] > last["mops"][0]["offset"]
+    assert 'class="batches"' in report
+
+
+def test_a_produce_delivered_after_its_transactions_abort_is_refused_with_partition_verification(catalogue):
+    run, history, test = run_of(catalogue, "late-produce", "safe")
+    assert test["version"] == "3.9.1" and VERIFICATION not in test["broker_config"]  # Kafka's default: on
+    assert run["clean"], run["bad"]
+    first, aborted, last = transactions(history)
+    assert (first["type"], aborted["type"], last["type"]) == ("ok", "fail", "ok")
+    held = heals(history)[0]["requests"]
+    assert held and all(r["api"] == "Produce" for r in held)
+    answers = [p for r in held for p in r["answer"]["partitions"]]
+    assert all(p["error"] != 0 and p["base_offset"] == -1 for p in answers)  # refused, appended nowhere
+    # nothing came between the aborted transaction's marker and the next record: the first
+    # record, its COMMIT marker, the ABORT marker, then the next transaction's record
+    assert last["mops"][0]["offset"] == first["mops"][0]["offset"] + 3
+    reads = {value for _, value in polled(history)}
+    assert aborted["mops"][0]["value"] not in reads and last["mops"][0]["value"] in reads

@@ -3,7 +3,7 @@
 Unit tests of one module: the pool and the client faults are stand-ins that
 record what the conductor asks of them. The real scripts run against real
 brokers through the wire relay in tests/controller/test_lab_repro.py and in the
-catalogue's abort-sequence-reuse and delayed-endtxn claims."""
+catalogue's abort-sequence-reuse, delayed-endtxn and late-produce claims."""
 
 import threading
 import time
@@ -48,6 +48,17 @@ def test_a_script_has_one_client_on_the_first_key():
 def test_an_unknown_script_is_refused_in_one_line():
     with pytest.raises(ValueError, match="unknown script 'nope'; the scripts are abort-sequence-reuse"):
         script.check_name("nope")
+
+
+def test_late_produce_releases_the_held_produce_only_after_the_abort_and_then_changes_instance():
+    steps = SCRIPTS["late-produce"].steps
+    names = [step[0] for step in steps]
+    rule = parse_rule(next(step[1] for step in steps if step[0] == "wire-on"))
+    assert (rule["action"], rule["api"], rule.get("count")) == ("hold", "Produce", None)  # every Produce while on
+    on, awaited, new = names.index("wire-on"), names.index("await-wire"), names.index("new-instance")
+    # the held transaction ends (its commit step, where a failed one is aborted) before the wait
+    assert names[on + 1 : awaited] == ["begin", "send", "commit"]
+    assert awaited < names.index("wire-off") < new < len(names) - 3 and names[new + 1 :] == ["begin", "send", "commit"]
 
 
 class Pool:
