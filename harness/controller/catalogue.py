@@ -77,8 +77,11 @@ class Claim:
         return str(self.options(side).get("client") or default)
 
     def describe_side(self, side: str) -> str:
-        """The side's own settings in words, e.g. "acks=1"."""
-        return ", ".join(f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()) or "as shared"
+        """The side's own settings in words, e.g. "acks=1", its brokers' own ones too
+        (e.g. "broker transaction.partition.verification.enable=false")."""
+        words = [f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()]
+        words += [f"broker {pair}" for pair in self.side_system(side).get("broker-config", [])]
+        return ", ".join(words) or "as shared"
 
 
 def options_to_argv(options: dict) -> list[str]:

@@ -272,6 +272,10 @@ def test_a_sides_broker_config_goes_over_the_claims_lab_settings_into_that_sides
         "transaction.partition.verification.enable": "false",
     }
     assert claim.side_broker_config("safe") == {"replica.lag.time.max.ms": "5000"}
+    assert claim.describe_side("unsafe") == (
+        "acks=1, idempotence=false, broker transaction.partition.verification.enable=false, "
+        "broker replica.lag.time.max.ms=7000"
+    )
 
     brought_up = []
 
