@@ -72,6 +72,20 @@ def transactions(history: list) -> list:
     return [e for e in history if e.get("f") == "txn" and e["type"] != "invoke"]
 
 
+def brokers_say(catalogue, name: str, side: str, setting: str) -> set:
+    """The values of a broker setting as each broker of the run logged its config at start."""
+    claims, directory = catalogue
+    run_dir = (directory / claims[name]["sides"][side]["runs"][0]["report"]).parent
+    said = set()
+    for log in (run_dir / "nodes").glob("*/broker.log"):
+        said |= {
+            line.split("=", 1)[1].strip()
+            for line in log.read_text().splitlines()
+            if line.strip().startswith(f"{setting} =")
+        }
+    return said
+
+
 def polled(history: list) -> list:
     """Every record the run's consumers read, as (offset, value)."""
     polls = [e for e in history if e.get("f") == "poll" and e["type"] == "ok"]
@@ -166,6 +180,7 @@ def test_a_produce_request_sent_twice_is_written_twice_only_without_idempotence(
 def test_a_produce_delivered_after_its_transactions_abort_is_committed_by_the_next_epochs_marker(catalogue):
     run, history, test = run_of(catalogue, "late-produce", "unsafe")
     assert test["version"] == "3.9.1" and test["broker_config"][VERIFICATION] == "false"
+    assert brokers_say(catalogue, "late-produce", "unsafe", VERIFICATION) == {"false"}
     assert run["detected"], run["anomalies"]
     first, aborted, last = transactions(history)
     assert (first["type"], aborted["type"], last["type"]) == ("ok", "fail", "ok")
@@ -203,6 +218,7 @@ def test_a_produce_delivered_after_its_transactions_abort_is_committed_by_the_ne
 def test_a_produce_delivered_after_its_transactions_abort_is_refused_with_partition_verification(catalogue):
     run, history, test = run_of(catalogue, "late-produce", "safe")
     assert test["version"] == "3.9.1" and VERIFICATION not in test["broker_config"]  # Kafka's default: on
+    assert brokers_say(catalogue, "late-produce", "safe", VERIFICATION) == {"true"}
     assert run["clean"], run["bad"]
     first, aborted, last = transactions(history)
     assert (first["type"], aborted["type"], last["type"]) == ("ok", "fail", "ok")
