@@ -14,9 +14,10 @@ recorded is skipped. Each run is its own lab (up, run, down), so that a machine
 shared under a lock can give the lock away between cells:
 
     sudo .venv/bin/python benchmarks/txn_matrix.py --list
-    sudo .venv/bin/python benchmarks/txn_matrix.py [--lock /tmp/gregor-heavy.lock] [--only 4.4.0]
+    sudo .venv/bin/python benchmarks/txn_matrix.py [--lock /tmp/gregor-heavy.lock [--polite]] [--only 4.4.0]
 
-With --lock, each run takes the lock for itself (flock), and nothing else does.
+With --lock, each run takes the lock for itself (flock), and nothing else does;
+with --polite too, only when the lock is free, so that whoever waits for it goes first.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ WORKLOADS = {"txn": ["--concurrency", "4", "--rate", "100"], "zombie": ["--concu
 NEMESIS = ["--nemesis", "partition,pause,kill", "--nemesis-targets", "coordinator,leader", "--nemesis-interval", "10"]
 LAB = "gmatrix"
 RED = ("invalid", "unknown")
+POLITE_S = 20.0
 
 
 def cells() -> list[dict]:
@@ -60,15 +62,25 @@ def cell_id(cell: dict) -> str:
 
 
 class Locked:
-    """The machine-wide lock for one run, when asked for."""
+    """The machine-wide lock for one run, when asked for. A polite lock takes it only
+    when it is free, trying every POLITE_S: whoever waits on it blocking goes first,
+    so the matrix fills the gaps of a machine that others work on."""
 
-    def __init__(self, path: str | None):
-        self.path = path
+    def __init__(self, path: str | None, polite: bool = False):
+        self.path, self.polite = path, polite
 
     def __enter__(self):
         if self.path:
             self.handle = open(self.path, "a")
-            fcntl.flock(self.handle, fcntl.LOCK_EX)
+            if not self.polite:
+                fcntl.flock(self.handle, fcntl.LOCK_EX)
+                return self
+            while True:
+                try:
+                    fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return self
+                except BlockingIOError:
+                    time.sleep(POLITE_S)
         return self
 
     def __exit__(self, *exc):
@@ -166,6 +178,9 @@ def main(argv=None) -> int:
     parser.add_argument("--table", default=str(ROOT / "docs" / "TXN-MATRIX.md"), help="the Markdown table written")
     parser.add_argument("--only", default=None, help="cells whose id contains this text, e.g. 4.4.0-tv2")
     parser.add_argument("--lock", default=None, help="flock this file around each run (a shared machine)")
+    parser.add_argument(
+        "--polite", action="store_true", help="with --lock: take the lock only when it is free (others first)"
+    )
     parser.add_argument("--list", action="store_true", help="print the cells and whether each ran, and exit")
     args = parser.parse_args(argv)
     store = Path(args.store).resolve()
@@ -184,7 +199,7 @@ def main(argv=None) -> int:
         while seed <= 1 + args.reruns:
             if (cell_id(cell), seed) not in done:
                 print(f"txn matrix: {cell_id(cell)} seed {seed}", flush=True)
-                with Locked(args.lock):
+                with Locked(args.lock, args.polite):
                     record = run_cell(cell, seed, args.seconds, store)
                 print(f"  -> {record['verdict']}: {anomalies_text(record)} ({record.get('run_dir', '')})", flush=True)
                 records.append(record)
