@@ -99,8 +99,8 @@ for pair in "INPUT GREGOR-IN" "OUTPUT GREGOR-OUT" "OUTPUT GREGOR-NETEM"; do
   while iptables -w -D "$1" -j "$2" 2>/dev/null; do :; done
   iptables -w -F "$2" 2>/dev/null && iptables -w -X "$2" 2>/dev/null && echo "chain $2 removed"
 done
-wire=$(iptables-save -t nat 2>/dev/null | grep -c -- "--comment gregor-wire:$lab\.")
-iptables-save -t nat 2>/dev/null | grep -- "--comment gregor-wire:$lab\." | sed 's/^-A //' | while read -r rule; do
+wire=$(iptables-save -t nat 2>/dev/null | grep -cF -- "gregor-wire:$lab.")
+iptables-save -t nat 2>/dev/null | grep -F -- "gregor-wire:$lab." | sed 's/^-A //' | while read -r rule; do
   eval "iptables -w -t nat -D $rule" 2>/dev/null
 done
 [ "$wire" -gt 0 ] && echo "$wire wire relay rules removed"
@@ -117,7 +117,7 @@ for p in /proc/[0-9]*; do
   case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in *"$dir/"*) echo "process $pid";; esac
 done
 for chain in GREGOR-IN GREGOR-OUT GREGOR-NETEM; do iptables -w -S "$chain" > /dev/null 2>&1 && echo "chain $chain"; done
-iptables-save -t nat 2>/dev/null | grep -q -- "--comment gregor-wire:$lab\." && echo "wire relay rules"
+iptables-save -t nat 2>/dev/null | grep -qF -- "gregor-wire:$lab." && echo "wire relay rules"
 for dev in $(cat "$dir"/*/.device 2>/dev/null | sort -u); do
   tc qdisc show dev "$dev" root 2>/dev/null | grep -Eq 'qdisc (netem|tbf)' && echo "qdisc on $dev"
 done
