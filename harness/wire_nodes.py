@@ -19,10 +19,11 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+import harness.wire as relay_package
 from ground.errors import GregorError
 from harness.wire.places import ZIPAPP
 
-WIRE_DIR = Path(__file__).resolve().parent / "wire"
+WIRE_DIR = Path(relay_package.__file__).resolve().parent  # shipped as a package of this name
 READY_TIMEOUT_S = 15.0
 ROOT_MAIN = "import sys\n\nfrom wire.__main__ import main\n\nsys.exit(main())\n"
 # Sweeps with the shipped file if it is there; without it no relay of ours can have run there.
@@ -35,7 +36,7 @@ def build(path: str) -> str:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("__main__.py", ROOT_MAIN)
         for module in sorted(WIRE_DIR.glob("*.py")):
-            archive.write(module, f"wire/{module.name}")
+            archive.write(module, f"{WIRE_DIR.name}/{module.name}")
     return path
 
 
