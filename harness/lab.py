@@ -27,8 +27,9 @@ from ground.errors import GregorError
 from ground.faults import WIRE
 from ground.paths import failed_dir, state_dir
 from ground.protocols import ClientPlace
-from harness import registry, wire_relay
+from harness import registry, wire_nodes, wire_relay
 from harness.backends import netns
+from harness.wire.places import default_control
 
 HEALTH_TOPIC = "gregor-health"
 MAX_NODES = 15
@@ -487,22 +488,48 @@ class Lab:
         {"control", "places": {node: namespace}, "ports", "dests", "cut": {node: connections cut}}."""
         if WIRE not in self.node_faults():
             raise GregorError(
-                f"wire faults on the brokers' own traffic need Apache Kafka on the namespaces backend, "
+                f"wire faults on the brokers' own traffic need Apache Kafka, "
                 f"not {self.system.name} on {self.backend.name}"
             )
         nodes = self.system.inter_broker_nodes(self.nodes)
-        namespaces = {node.name: node.namespace for node in nodes}
         dests = self.system.inter_broker_servers(self.nodes)
         tag = wire_relay.brokers_tag(self.name)
-        self._broker_wire_process, ready = wire_relay.start(tag, list(namespaces.values()), dests, log_path)
-        served = {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
+        if self._wire_on_nodes():
+            served = self._start_node_relays(nodes, tag, dests)
+        else:
+            namespaces = {node.name: node.namespace for node in nodes}
+            self._broker_wire_process, ready = wire_relay.start(tag, list(namespaces.values()), dests, log_path)
+            served = {"control": ready["control"], "places": namespaces, "ports": ready["netns"], "dests": dests}
         try:
             served["cut"] = {node.name: wire_relay.cut_connections(node, dests) for node in nodes}
             served["reconnected"] = self._reconnected_through_wire(served)
         except GregorError:
-            wire_relay.sweep(tag, list(namespaces.values()))
+            self.sweep_wire()
             raise
         return served
+
+    def _wire_on_nodes(self) -> bool:
+        """Whether the brokers' relay runs on each node (docker, ssh: harness/wire_nodes.py) rather
+        than once on this host, entering the nodes' namespaces (the namespaces backend)."""
+        return getattr(self.backend, "wire_relay_on_nodes", False)
+
+    def _start_node_relays(self, nodes: list, tag: str, dests: list[str]) -> dict:
+        """One relay per broker node, on the node; a node's "place" is its own name."""
+        ports = {}
+        try:
+            for node in nodes:
+                ports[node.name] = wire_nodes.start(node, tag, dests)["port"]
+        except GregorError:
+            self.sweep_wire()
+            raise
+        return {
+            "control": f"NODE:{default_control(tag)} (on each node)",
+            "places": {node.name: node.name for node in nodes},
+            "ports": ports,
+            "dests": dests,
+            "on_nodes": True,
+            "logs": {node.name: wire_nodes.log_path(node) for node in nodes},
+        }
 
     def _reconnected_through_wire(self, served: dict, timeout: float = 30.0) -> dict:
         """Waits until every node whose connections were cut has opened one again through the
@@ -521,6 +548,9 @@ class Lab:
     def wire_call(self, request: dict, brokers: bool = False) -> dict:
         """One request to the lab's wire relay (brokers: the one on the brokers' own connections,
         docs/WIRE.md); GregorError if it refuses or is gone."""
+        if brokers and self._wire_on_nodes():
+            nodes = self.system.inter_broker_nodes(self.nodes)
+            return wire_nodes.ask_all(nodes, wire_relay.brokers_tag(self.name), request)
         return wire_relay.ask(wire_relay.brokers_tag(self.name) if brokers else self.name, request)
 
     def sweep_wire(self) -> dict:
@@ -529,8 +559,15 @@ class Lab:
         self._reload()
         clients = self._state["backend"].get("clients", {})
         swept = wire_relay.sweep(self.name, [netns.ns_name(self.name, client) for client in clients])
-        node_spaces = [node.namespace for node in self.nodes if getattr(node, "namespace", None)]
-        on_nodes = wire_relay.sweep(wire_relay.brokers_tag(self.name), node_spaces)
+        tag = wire_relay.brokers_tag(self.name)
+        if self._wire_on_nodes():
+            on_nodes = {"relays": 0, "killed": 0, "redirects_removed": 0}
+            for node in self.nodes:
+                for key, value in wire_nodes.sweep(node, tag).items():
+                    on_nodes[key] += value
+        else:
+            node_spaces = [node.namespace for node in self.nodes if getattr(node, "namespace", None)]
+            on_nodes = wire_relay.sweep(tag, node_spaces)
         for attribute in ("_wire_process", "_broker_wire_process"):
             process = getattr(self, attribute, None)
             if process is not None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ground.errors import GregorError
-from ground.faults import NODE_FAULTS
+from ground.faults import NODE_FAULTS, WIRE
 from ground.paths import cache_dir, labs_dir
 from harness.backends import docker_engine, docker_image, netns
 from harness.backends.bridge_places import BridgePlaces, remove_namespaces
@@ -150,7 +150,8 @@ class DockerBackend(BridgePlaces):
     """Containers through the Docker Engine API."""
 
     name = "docker"
-    faults = frozenset(NODE_FAULTS)
+    faults = frozenset(NODE_FAULTS) | {WIRE}
+    wire_relay_on_nodes = True  # broker sources: the relay runs in each container (harness/wire_nodes.py)
 
     def __init__(self):
         self._client = None

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ground.errors import GregorError
-from ground.faults import NODE_FAULTS
+from ground.faults import NODE_FAULTS, WIRE
 from harness.backends import netns, ssh_alive, ssh_files
 from harness.backends.bridge_places import remove_namespaces
 from harness.backends.ssh_connect import Connection, Trust, default_known_hosts
@@ -99,6 +99,11 @@ for pair in "INPUT GREGOR-IN" "OUTPUT GREGOR-OUT" "OUTPUT GREGOR-NETEM"; do
   while iptables -w -D "$1" -j "$2" 2>/dev/null; do :; done
   iptables -w -F "$2" 2>/dev/null && iptables -w -X "$2" 2>/dev/null && echo "chain $2 removed"
 done
+wire=$(iptables-save -t nat 2>/dev/null | grep -cF -- "gregor-wire:$lab.")
+iptables-save -t nat 2>/dev/null | grep -F -- "gregor-wire:$lab." | sed 's/^-A //' | while read -r rule; do
+  eval "iptables -w -t nat -D $rule" 2>/dev/null
+done
+[ "$wire" -gt 0 ] && echo "$wire wire relay rules removed"
 [ -d "$dir" ] && rm -rf "$dir" && echo "$dir removed"
 rmdir "$root" "$(dirname "$root")" 2>/dev/null
 exit 0
@@ -112,6 +117,7 @@ for p in /proc/[0-9]*; do
   case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in *"$dir/"*) echo "process $pid";; esac
 done
 for chain in GREGOR-IN GREGOR-OUT GREGOR-NETEM; do iptables -w -S "$chain" > /dev/null 2>&1 && echo "chain $chain"; done
+iptables-save -t nat 2>/dev/null | grep -qF -- "gregor-wire:$lab." && echo "wire relay rules"
 for dev in $(cat "$dir"/*/.device 2>/dev/null | sort -u); do
   tc qdisc show dev "$dev" root 2>/dev/null | grep -Eq 'qdisc (netem|tbf)' && echo "qdisc on $dev"
 done
@@ -208,7 +214,8 @@ class SshBackend(NatPlaces):
     """Hosts over SSH: --hosts user@host[:port],... (--ssh-key) or --vagrant DIR."""
 
     name = "ssh"
-    faults = frozenset(NODE_FAULTS)
+    faults = frozenset(NODE_FAULTS) | {WIRE}
+    wire_relay_on_nodes = True  # broker sources: the relay runs on each host (harness/wire_nodes.py)
     creates_machines = False  # its nodes are hosts that exist already (an external cluster's brokers, say)
 
     def __init__(

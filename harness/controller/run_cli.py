@@ -230,8 +230,9 @@ def check_wire(values: dict) -> None:
 
 def refuse_broker_sources(system: str, backend: str, options: dict | None, targets: list[str]) -> None:
     """Wire faults on the brokers' own traffic (a node target) need Apache Kafka (brokers that talk
-    to each other over a listener Gregor knows) on the namespaces backend (the relay enters the
-    nodes' namespaces from this host); anything else is one line."""
+    to each other over a listener Gregor knows) on a backend that can put the relay on the nodes
+    (local: it enters their namespaces from this host; docker, ssh: it runs on each node); anything
+    else is one line."""
     node_target = next(target for target in targets if not target.startswith("client"))
     if WIRE not in node_faults("local", system, options):
         raise GregorError(
@@ -240,8 +241,8 @@ def refuse_broker_sources(system: str, backend: str, options: dict | None, targe
         )
     if WIRE not in node_faults(backend, system, options):
         raise GregorError(
-            f"wire faults on the brokers' own traffic (target {node_target!r}) run on the namespaces backend "
-            f"(--backend local) only, not {backend}, for now; give a client target (client, client:ROLE)"
+            f"wire faults on the brokers' own traffic (target {node_target!r}) cannot run on the {backend} backend "
+            "(it cannot put the relay on the nodes); give a client target (client, client:ROLE)"
         )
 
 

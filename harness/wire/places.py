@@ -20,6 +20,7 @@ import time
 
 RELAY_MARK = 0x4757  # the relay's own connections carry it; the REDIRECT rule skips it
 COMMENT = "gregor-wire:"
+ZIPAPP = "gregor-wire.pyz"  # the package as one file, as shipped to a node (harness/wire_nodes.py)
 CLONE_NEWNET = 0x40000000
 
 
@@ -166,13 +167,22 @@ def relays(tag: str, prefix: bool = False) -> list[int]:
                 argv = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
         except OSError:
             continue
-        is_relay = any(arg.endswith("wire/relay.py") or arg.endswith(".wire.relay") for arg in argv)
-        if "serve" not in argv or "--tag" not in argv[:-1] or not is_relay:
+        if "serve" not in argv or "--tag" not in argv[:-1] or not _is_relay(argv):
             continue
         served = argv[argv.index("--tag") + 1]
         if served == tag or (prefix and served.startswith(tag)):
             found.append(int(entry))
     return found
+
+
+def _is_relay(argv: list[str]) -> bool:
+    """A relay's command line: the module or file, or the package or zipapp followed by "relay"."""
+    for index, arg in enumerate(argv):
+        if arg.endswith("wire/relay.py") or arg.endswith(".wire.relay"):
+            return True
+        if (arg.endswith(ZIPAPP) or arg.endswith("harness.wire")) and argv[index + 1 : index + 2] == ["relay"]:
+            return True
+    return False
 
 
 def _running(pid: int) -> bool:

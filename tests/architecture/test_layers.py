@@ -36,7 +36,7 @@ HARNESS_FLOORS = [
     ("harness.registry",),
     ("harness.backends", "harness.systems"),
     ("harness.node",),
-    ("harness.netfaults", "harness.powerfs", "harness.wire_relay"),
+    ("harness.netfaults", "harness.powerfs", "harness.wire_relay", "harness.wire_nodes"),
     ("harness.nfqueue_netem", "harness.wire"),
 ]
 

@@ -48,13 +48,14 @@ def test_a_wire_run_puts_clients_in_namespaces_and_keeps_its_rules():
             "are for Apache Kafka labs only, not external",
         ),
         (
-            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader,client", "--backend", "docker"),
-            "run on the namespaces backend (--backend local) only, not docker",
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader", "--system", "kfake")
+            + ("--backend", "docker"),
+            "are for Apache Kafka labs only, not kfake",
         ),
         (
-            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "node:n1", "--backend", "ssh")
-            + ("--hosts", "a,b,c", "--insecure-host-keys"),
-            "run on the namespaces backend (--backend local) only, not ssh",
+            (*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "node:n1", "--system", "external")
+            + ("--backend", "ssh", "--hosts", "a,b,c", "--insecure-host-keys"),
+            "are for Apache Kafka labs only, not external",
         ),
     ],
 )
@@ -69,6 +70,15 @@ def test_a_node_target_makes_broker_sources_and_needs_no_client_namespace():
     assert cfg.nemesis_targets == ["coordinator"] and cfg.client_netns is False
     both = config(*WIRE_RUN, "--wire-rule", "delay:ms=5", "--nemesis-targets", "leader,client:txn")
     assert both.client_netns is True
+
+
+@pytest.mark.parametrize(
+    "backend", [("--backend", "docker"), ("--backend", "ssh", "--hosts", "a,b,c", "--insecure-host-keys")]
+)
+def test_broker_sources_of_apache_kafka_run_on_docker_and_ssh(backend):
+    """The relay runs on each node there (harness/wire_nodes.py)."""
+    cfg = config(*WIRE_RUN, "--wire-rule", "delay:api=WriteTxnMarkers:ms=5", "--nemesis-targets", "node:n1", *backend)
+    assert cfg.nemesis_targets == ["node:n1"] and cfg.client_netns is False
 
 
 def test_client_sources_stay_on_every_backend_and_system():

@@ -1,8 +1,12 @@
 """Broker sources on a real lab: the wire relay on the brokers' own connections to each other
-(the namespaces backend), real Kafka brokers, a real transactional librdkafka producer, real
-iptables. A delay rule on WriteTxnMarkers takes the markers the coordinator sends, one on
-AddPartitionsToTxn the leaders' verification requests; nothing is left behind, also after a
-crashed run."""
+(on the namespaces backend one relay on this host entering the nodes' namespaces; on docker and
+ssh one relay on each node, shipped as a zipapp), real Kafka brokers, a real transactional
+librdkafka producer, real iptables. A delay rule on WriteTxnMarkers takes the markers the
+coordinator sends, one on AddPartitionsToTxn the leaders' verification requests; nothing is left
+behind, also after a crashed run.
+
+The WriteTxnMarkers test runs on every backend of $GREGOR_TEST_BACKENDS; the others on the first
+only (unless $GREGOR_TEST_EVERY_BACKEND), to keep the default suite's time."""
 
 from __future__ import annotations
 
@@ -18,45 +22,53 @@ from nemesis_lab_helpers import gregor_run
 from test_lab_wire import TxnClient, wire_heals, wire_rules_in
 
 from ground.faults import WIRE
-from harness.wire.places import relays
+from harness.wire.places import ZIPAPP, relays
 from harness.wire_relay import brokers_tag
 from nemesis import wire
 from nemesis.ledger import Ledger
 
-pytestmark = [pytest.mark.lab, pytest.mark.first_backend_only]
+pytestmark = [pytest.mark.lab]
 
 GREGOR = os.path.join(os.path.dirname(sys.executable), "gregor")
 DELAY_MS = 300
 TRANSACTIONS = 5
+# Each process's command line, one a line (the relay's, on a node, names the zipapp).
+_COMMAND_LINES = "for p in /proc/[0-9]*; do tr '\\0' ' ' < \"$p/cmdline\" 2>/dev/null; echo; done"
 
 
 @pytest.fixture
-def on_namespaces(lab):
-    if lab.backend.name != "local":
-        pytest.skip("broker sources run on the namespaces backend only (docs/WIRE.md)")
-    return lab
-
-
-@pytest.fixture
-def place(on_namespaces):
-    found = on_namespaces.client_place("bw1")
+def place(lab):
+    found = lab.client_place("bw1")
     yield found
-    on_namespaces.sweep_wire()
-    on_namespaces.remove_client_place("bw1")
+    lab.sweep_wire()
+    lab.remove_client_place("bw1")
 
 
 def node_namespaces(lab) -> list[str]:
     return [node.namespace for node in lab.nodes]
 
 
+def broker_wire_left(lab) -> list[str]:
+    """The brokers' relays and their gregor-wire rules still there: on this host and in the nodes'
+    namespaces (local), or on each node (docker, ssh), with the relay's control socket."""
+    tag = brokers_tag(lab.name)
+    if lab.backend.name == "local":
+        left = [f"relay {pid}" for pid in relays(tag)] + wire_rules_in(node_namespaces(lab))
+        return left + ([f"socket of {tag}"] if os.path.exists(f"/tmp/gregor-wire-{tag}.sock") else [])
+    left = []
+    for node in lab.nodes:
+        rules = node.exec(["iptables-save", "-t", "nat"]).stdout
+        left += [f"{node.name}: {line}" for line in rules.splitlines() if "gregor-wire:" in line]
+        lines = node.exec(["sh", "-c", _COMMAND_LINES]).stdout.splitlines()
+        left += [f"{node.name}: relay {line}" for line in lines if ZIPAPP in line and f" {tag} " in line]
+        if node.exec(["test", "-e", f"/tmp/gregor-wire-{tag}.sock"], check=False).returncode == 0:
+            left.append(f"{node.name}: socket of {tag}")
+    return left
+
+
 def nothing_left(lab) -> None:
     assert relays(brokers_tag(lab.name)) == [] and relays(lab.name) == []
-    for namespace in node_namespaces(lab):
-        rules = subprocess.run(
-            ["ip", "netns", "exec", namespace, "iptables", "-t", "nat", "-S"], capture_output=True, text=True
-        ).stdout
-        assert "gregor-wire" not in rules, (namespace, rules)
-    assert not os.path.exists(f"/tmp/gregor-wire-{brokers_tag(lab.name)}.sock")
+    assert broker_wire_left(lab) == []
 
 
 def delayed_under(lab, place, api: str) -> dict:
@@ -88,8 +100,7 @@ def _delayed(lab, topic: str, place, api: str) -> dict:
     return {"served": served, "done": done, "status": status}
 
 
-def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_namespaces, place):
-    lab = on_namespaces
+def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(lab, place):
     found = delayed_under(lab, place, "WriteTxnMarkers")
     done, status = found["done"], found["status"]
     print("WriteTxnMarkers rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
@@ -108,8 +119,8 @@ def test_a_delay_rule_on_writetxnmarkers_takes_the_markers_the_brokers_send(on_n
     nothing_left(lab)
 
 
-def test_a_delay_rule_on_addpartitionstotxn_takes_the_leaders_verification(on_namespaces, place):
-    lab = on_namespaces
+@pytest.mark.first_backend_only
+def test_a_delay_rule_on_addpartitionstotxn_takes_the_leaders_verification(lab, place):
     found = delayed_under(lab, place, "AddPartitionsToTxn")
     done = found["done"]
     print("AddPartitionsToTxn rule:", json.dumps({k: v for k, v in done.items() if k != "requests"}))
@@ -122,10 +133,10 @@ def test_a_delay_rule_on_addpartitionstotxn_takes_the_leaders_verification(on_na
     nothing_left(lab)
 
 
-def test_a_crashed_broker_source_run_leaves_nothing_its_heal_does_not_sweep(on_namespaces, tmp_path):
-    lab = on_namespaces
+@pytest.mark.first_backend_only
+def test_a_crashed_broker_source_run_leaves_nothing_its_heal_does_not_sweep(lab, tmp_path):
     run = subprocess.Popen(
-        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", "local", "--store", str(tmp_path)]
+        [GREGOR, "run", "--workload", "txn", "--lab", lab.name, "--backend", lab.backend.name, "--store", str(tmp_path)]
         + ["--time-limit", "120", "--no-check", "--concurrency", "4", "--rate", "40", "--seed", "5"]
         + ["--nemesis", WIRE, "--nemesis-targets", "coordinator", "--nemesis-interval", "2"]
         + ["--wire-rule", "hold:api=WriteTxnMarkers:ms=60000"],
@@ -143,18 +154,19 @@ def test_a_crashed_broker_source_run_leaves_nothing_its_heal_does_not_sweep(on_n
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
     # the crash left the brokers' relay running and its REDIRECT rules in the nodes' namespaces
-    assert relays(brokers_tag(lab.name)), "the brokers' relay did not outlive the crashed run"
-    assert wire_rules_in(node_namespaces(lab))
+    left = broker_wire_left(lab)
+    print("left by the crash:", left)
+    assert any(" relay " in f" {what}" for what in left), "the brokers' relay did not outlive the crashed run"
+    assert any("REDIRECT" in what for what in left), left
     from harness.controller.run import heal_before
 
     heal_before(lab)  # what the next `gregor run` does first
     assert ledger.entries() == []
     nothing_left(lab)
-    assert wire_rules_in(node_namespaces(lab)) == []
 
 
-def test_a_txn_run_with_a_delay_rule_on_the_coordinators_markers_is_valid(on_namespaces, tmp_path):
-    lab = on_namespaces
+@pytest.mark.first_backend_only
+def test_a_txn_run_with_a_delay_rule_on_the_coordinators_markers_is_valid(lab, tmp_path):
     run_dir, history, test = gregor_run(
         lab, tmp_path, "--workload", "txn", "--time-limit", "20", "--seed", "2", "--nemesis", WIRE,
         "--nemesis-targets", "coordinator", "--wire-rule", "delay:api=WriteTxnMarkers:ms=200",
