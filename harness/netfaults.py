@@ -12,7 +12,6 @@ statistic match, rate by a tbf qdisc, all in chain GREGOR-NETEM.
 from __future__ import annotations
 
 import ipaddress
-import time
 import zlib
 
 from ground.errors import GregorError
@@ -209,17 +208,15 @@ def _start_emulator(node, device: str, impairment, tag: str) -> None:
         *impairment.args(),
     ]
     node.spawn(argv, log=log, pid_file=pid_file)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        text = node.exec(["cat", log], check=False).stdout or ""
-        if "ready" in text.split():
-            return
-        if "Traceback" in text or "Error" in text:
-            break
-        time.sleep(0.05)
+    if node.await_log(log, _emulator_ready, 10, 0.05, lambda text: "Traceback" in text or "Error" in text):
+        return
     stop_emulators(node, tag)
-    last = (node.exec(["cat", log], check=False).stdout or "").strip().splitlines()
+    last = (node.read_text(log) or "").strip().splitlines()
     raise GregorError(f"{node.name}: the netem emulator did not start: {last[-1] if last else 'no output'}")
+
+
+def _emulator_ready(text: str) -> bool:
+    return "ready" in text.split()
 
 
 def stop_emulators(node, tag: str, prefix: bool = False) -> None:

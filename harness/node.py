@@ -80,6 +80,20 @@ class ExecNode:
         result = self.exec(["cat", path], check=False)
         return result.stdout if result.returncode == 0 else None
 
+    def await_log(self, path: str, ready, timeout: float, every: float, failed=lambda text: False):
+        """What `ready(text)` makes of a spawned tool's log once it is truthy (the tool is up),
+        or None when `failed(text)` or the timeout says it will not be: the caller cleans up."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.read_text(path) or ""
+            found = ready(text)
+            if found:
+                return found
+            if failed(text):
+                break
+            time.sleep(every)
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name} {self.address})"
 

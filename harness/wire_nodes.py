@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -72,16 +71,17 @@ def start(node, tag: str, dests: list[str]) -> dict:
     for dest in dests:
         argv += ["--dest", dest]
     node.spawn(argv, log=log, pid_file=f"{node.home}/wire-relay-brokers.pid")
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    text = ""
-    while time.monotonic() < deadline:
-        text = node.read_text(log) or ""
-        for line in text.splitlines():
-            if line.startswith('{"ready"'):
-                return json.loads(line)
-        time.sleep(0.1)
+    ready = node.await_log(log, _ready_line, READY_TIMEOUT_S, 0.1)
+    if ready:
+        return json.loads(ready)
     sweep(node, tag)
-    raise GregorError(f"{node.label}: the wire relay did not start: {text.strip()[-300:] or 'nothing on its log'}")
+    text = (node.read_text(log) or "").strip()
+    raise GregorError(f"{node.label}: the wire relay did not start: {text[-300:] or 'nothing on its log'}")
+
+
+def _ready_line(text: str) -> str | None:
+    """The relay's ready line in its log, once it has written it."""
+    return next((line for line in text.splitlines() if line.startswith('{"ready"')), None)
 
 
 def ask(node, tag: str, request: dict) -> dict:

@@ -14,6 +14,7 @@ import zipfile
 import pytest
 
 from harness import wire_nodes
+from harness.node import ExecNode
 from harness.wire.places import ZIPAPP, relays
 from harness.wire_relay import brokers_tag
 
@@ -36,14 +37,15 @@ def test_the_zipapp_runs_the_relay_and_its_control_client(tmp_path, command, say
     assert bare.returncode == 2 and "relay,control" in bare.stderr
 
 
-class HostNode:
-    """This host as a node: exec and spawn through subprocess, home in a temporary directory."""
+class HostNode(ExecNode):
+    """This host as a node: exec and spawn through subprocess, home in a temporary directory
+    (the helpers every node has, such as await_log, are ExecNode's own)."""
 
     python = sys.executable
     label = "host"
 
     def __init__(self, name: str, home: str):
-        self.name, self.home = name, home
+        super().__init__(name, "127.0.0.1", home)
         self.children = []
 
     def exec(self, argv, *, check=True, timeout=30, stdin=None):
