@@ -76,8 +76,8 @@ def test_a_node_relay_is_started_asked_and_swept_through_exec(tmp_path):
     node = HostNode("h1", str(tmp_path))
     tag = brokers_tag(f"shiptest{os.getpid()}")
     # 192.0.2.0/24 is TEST-NET-1: no one here dials it, so the rule redirects nothing real
-    ready = wire_nodes.start(node, tag, ["192.0.2.77:9092"])
-    try:
+    try:  # swept even when start itself fails after spawning the relay
+        ready = wire_nodes.start(node, tag, ["192.0.2.77:9092"])
         assert ready["ready"] and ready["port"] > 0
         assert os.path.exists(tmp_path / "tools" / ZIPAPP)
         assert relays(tag) == [node.children[0].pid]  # found by its tag, run from the zipapp
