@@ -95,7 +95,8 @@ def main(argv=None) -> int:
     if summary.get("merged_from"):
         print(
             f"runs of {len(summary['merged_from'])} catalogue(s) from {summary['started']}, "
-            f"{summary['backend']} backend, {summary['system']} {summary['version'] or '(default version)'}"
+            f"{summary['backend']} backend, {summary['system']} "
+            f"{summary['version'] or '(its default version; claims may pin their own)'}"
         )
     else:
         print(

@@ -297,6 +297,12 @@ def client_text(run: Run) -> str:
     return f"librdkafka {version} (under confluent-kafka)" if version else "librdkafka (under confluent-kafka)"
 
 
+def _ids_text(counts: dict) -> str:
+    """ "3 v2, 1 classic", and the ids the log could not place, if any."""
+    text = f"{counts.get('v2', 0)} v2, {counts.get('classic', 0)} classic"
+    return text + (f", {counts['unknown']} unknown" if counts.get("unknown") else "")
+
+
 def _transaction_protocol(run: Run, level) -> str:
     """The brokers' level, and what the clients spoke: what the brokers' transaction log
     recorded (test.json "transaction_protocol"), else what the client implements:
@@ -304,11 +310,11 @@ def _transaction_protocol(run: Run, level) -> str:
     said = f"{level} (the brokers' transaction.version)"
     seen = run.test.get("transaction_protocol") if isinstance(run.test.get("transaction_protocol"), dict) else {}
     library, version = _client(run)
-    if seen.get("protocol") in ("v2", "classic", "mixed"):
+    if seen.get("protocol") in ("v2", "classic", "mixed", "unknown"):
         counts = seen.get("transactional_ids") or {}
         said += (
             f"; the brokers' transaction log shows the run's transactional ids used {seen['protocol']} "
-            f"({counts.get('v2', 0)} v2, {counts.get('classic', 0)} classic)"
+            f"({_ids_text(counts)})"
         )
     elif seen.get("error"):
         said += f"; the brokers' transaction log could not be read ({seen['error']})"

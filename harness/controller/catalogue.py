@@ -77,10 +77,15 @@ class Claim:
         return str(self.options(side).get("client") or default)
 
     def describe_side(self, side: str) -> str:
-        """The side's own settings in words, e.g. "acks=1", its brokers' own ones too
-        (e.g. "broker transaction.partition.verification.enable=false")."""
-        words = [f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()]
-        words += [f"broker {pair}" for pair in self.side_system(side).get("broker-config", [])]
+        """The side's own settings in words, e.g. "acks=1", with the lab it pins: its Kafka
+        version and transaction.version, its brokers' own settings (e.g. "broker
+        transaction.partition.verification.enable=false")."""
+        pinned = self.side_system(side)
+        words = [f"Kafka {pinned['version']}"] if pinned.get("version") else []
+        if pinned.get("transaction-version") is not None:
+            words.append(f"transaction.version={pinned['transaction-version']}")
+        words += [f"{k}={v}" if v is not True else k for k, v in self.sides[side].items()]
+        words += [f"broker {pair}" for pair in pinned.get("broker-config", [])]
         return ", ".join(words) or "as shared"
 
 

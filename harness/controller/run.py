@@ -111,7 +111,10 @@ def transaction_protocol_seen(lab, cfg: RunConfig, run_id: str) -> dict | None:
         say(f"transaction protocol: not read ({found['error']})")
     else:
         counts = found["transactional_ids"]
-        say(f"transaction protocol: {found['protocol']} ({counts['v2']} id(s) v2, {counts['classic']} classic)")
+        unknown = f", {counts['unknown']} unknown" if counts.get("unknown") else ""
+        say(
+            f"transaction protocol: {found['protocol']} ({counts['v2']} id(s) v2, {counts['classic']} classic{unknown})"
+        )
     return found
 
 

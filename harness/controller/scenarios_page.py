@@ -63,7 +63,8 @@ def render(summary: dict) -> str:
         f"<p>Each claim run {esc(summary.get('runs_per_side'))} time(s) per side, "
         f"{esc(summary.get('time_limit_s'))} s each, seeds from {esc(summary.get('seed'))}, on the "
         f"{esc(summary.get('backend'))} backend with {esc(summary.get('system'))} "
-        f"{esc(summary.get('version') or '(default version)')}; started {esc(summary.get('started'))}, {esc(state)}."
+        f"{esc(summary.get('version') or '(its default version, where a claim pins none)')}; "
+        f"started {esc(summary.get('started'))}, {esc(state)}."
         + (f" Command: <code>{esc(command)}</code>." if command else "")
         + '</p><p class="note">Unsafe column: runs in which an expected anomaly appeared (the claim shown '
         "broken). Safe column: runs with no bad anomaly (the promise kept); a bad anomaly there is a red "

@@ -255,6 +255,17 @@ def test_a_bad_pinned_side_is_refused_in_one_line(tmp_path, pinned, message):
         catalogue.load(write(tmp_path, GOOD + pinned))
 
 
+def test_a_side_names_the_lab_it_pins(tmp_path):
+    """The catalogue page shows each side's settings (describe_side): a pinned Kafka
+    version and transaction.version are part of them."""
+    pinned = (
+        '[claim.system.unsafe]\nversion = "3.9.1"\n[claim.system.safe]\nversion = "4.4.0"\ntransaction-version = 2\n'
+    )
+    claim = catalogue.load(write(tmp_path, GOOD + pinned))[0]
+    assert claim.describe_side("unsafe") == "Kafka 3.9.1, acks=1, idempotence=false"
+    assert claim.describe_side("safe").startswith("Kafka 4.4.0, transaction.version=2")
+
+
 SIDE_BROKER_CONFIG = """
 [claim.system.unsafe]
 broker-config = ["transaction.partition.verification.enable=false", "replica.lag.time.max.ms=7000"]

@@ -123,7 +123,7 @@ def test_the_protocol_is_read_from_the_brokers_not_assumed(lab, tmp_path):
     _, test, _ = gregor_run(lab, tmp_path, "txn", 5, "--concurrency", "2", "--rate", "40", client="librdkafka")
     assert test["setup"]["transaction.version"] == 2
     seen = test["transaction_protocol"]
-    assert seen["protocol"] == "classic" and seen["transactional_ids"] == {"v2": 0, "classic": 2}, seen
+    assert seen["protocol"] == "classic" and seen["transactional_ids"] == {"v2": 0, "classic": 2, "unknown": 0}, seen
     assert all(max(entry["client_transaction_versions"] or [0]) < 2 for entry in seen["per_id"].values())
 
 

@@ -92,7 +92,7 @@ def cache_root() -> Path:
     return cache_dir() / "kafka"
 
 
-def _key(version: str) -> tuple[int, ...]:
+def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
@@ -128,7 +128,7 @@ def check_version(version: str) -> str:
     versions = maven_versions()
     if version in versions:
         return version
-    if _key(version) < OLDEST:
+    if version_key(version) < OLDEST:
         raise GregorError(
             f"Kafka {version} is older than the {'.'.join(map(str, OLDEST))} Gregor runs "
             f"(KRaft only); newest on Maven Central: {newest(versions)}"
@@ -171,7 +171,7 @@ TOOLS_FROM = (4, 3, 0)
 
 
 def needs_tools(version: str) -> bool:
-    return _key(version) >= TOOLS_FROM
+    return version_key(version) >= TOOLS_FROM
 
 
 def dump_log_segments(version: str) -> str:

@@ -1,17 +1,24 @@
 """Which transaction protocol the brokers saw, read from their transaction log.
 
 The coordinator persists every transactional id's state in
-__transaction_state. A 4.x broker that knows transaction.version 2 writes
-each record with the client's transaction version (TransactionLogValue's
-clientTransactionVersion): 2 for a client speaking protocol v2 (KIP-890,
-Kafka's Java client 4.x on brokers with transaction.version=2); the field is
-absent for a classic client, and a 3.x broker writes no such field at all.
-So the durable answer per transactional id is there, whatever the client
-claims.
+__transaction_state, and Kafka's own DumpLogSegments decodes it
+(--transaction-log-decoder), run on each node with the node's Kafka install
+(dump_tool.py). Two things in it tell the protocols apart:
 
-Kafka's own DumpLogSegments decodes it (--transaction-log-decoder), run on
-each node with the node's Kafka install (dump_tool.py). Every node holds replicas
-of the partitions, so the records repeat; sets absorb that.
+- the client's transaction version (TransactionLogValue's
+  clientTransactionVersion): 2 for a client speaking protocol v2 (KIP-890),
+  absent for a classic one. Only the JSON decoder of the kafka-tools jar
+  (4.3.0 on) prints it; the text decoder of kafka_2.13 (3.x up to 4.2.x)
+  prints no such field, even where the broker stored it (4.0.2, measured);
+- the epoch at a commit: protocol v2 bumps the producer epoch at every
+  EndTxn, so a PrepareCommit record names an epoch above the id's record
+  before it; the classic protocol never bumps at a commit (only at an init,
+  or when the coordinator aborts a timed-out transaction).
+
+So where the field is printed, it answers; where it cannot be, the commits
+do, and an id that committed nothing under the text decoder is `unknown`,
+never assumed classic. Every node holds replicas of the partitions, so the
+records repeat: counts are per node, and nodes merge by maximum.
 """
 
 from __future__ import annotations
@@ -19,19 +26,26 @@ from __future__ import annotations
 import json
 import re
 
-from harness.systems.kafka import dump_tool
+from harness.systems.kafka import dump_tool, install
 
+V2_FROM = (4, 0, 0)  # the first Kafka with transaction.version 2 (KIP-890 part 2)
 SOURCE = "the brokers' transaction log (__transaction_state, decoded by Kafka's DumpLogSegments)"
-_TXN_ID = re.compile(r'"transactionalId":"((?:[^"\\]|\\.)*)"|transactionalId=(\S+)')  # 4.x JSON, 3.x text
+_TXN_ID = re.compile(r'"transactionalId":"((?:[^"\\]|\\.)*)"|transactionalId=(\S+)')  # 4.3+ JSON, older text
 _CLIENT_VERSION = re.compile(r'"clientTransactionVersion":(\d+)')
 _EPOCH = re.compile(r'"producerEpoch":(-?\d+)|producerEpoch:(-?\d+)')
+_PREPARE_COMMIT = re.compile(r'"transactionStatus":(?:2|"PrepareCommit")[,}]|state=PrepareCommit,')
 
 
 def parse_dump(text: str, prefix: str = "") -> dict[str, dict]:
-    """Per transactional id starting with `prefix`: the client transaction versions
-    its records carry (none: classic) and the producer epochs they name."""
+    """Per transactional id starting with `prefix`: the client transaction versions its
+    records carry, the producer epochs they name, its commits and the commits that
+    bumped the epoch, and the protocol these show (1, 2, or None: cannot tell)."""
     found: dict[str, dict] = {}
+    last_epoch: dict[str, int] = {}  # per segment file: log order holds only within one
     for line in text.splitlines():
+        if line.startswith("Dumping "):
+            last_epoch.clear()
+            continue
         if not line.startswith("| offset:") or "payload:" not in line:
             continue
         key, _, payload = line.partition("payload:")
@@ -41,50 +55,87 @@ def parse_dump(text: str, prefix: str = "") -> dict[str, dict]:
         txn_id = json.loads(f'"{named.group(1)}"') if named.group(1) is not None else named.group(2)
         if not txn_id.startswith(prefix):
             continue
-        entry = found.setdefault(txn_id, {"versions": set(), "epochs": set()})
+        entry = found.setdefault(
+            txn_id, {"versions": set(), "epochs": set(), "json": False, "commits": 0, "commit_bumps": 0}
+        )
+        entry["json"] = entry["json"] or named.group(1) is not None
         version = _CLIENT_VERSION.search(payload)
         if version:
             entry["versions"].add(int(version.group(1)))
         epoch = _EPOCH.search(payload)
-        if epoch:
-            entry["epochs"].add(int(epoch.group(1) or epoch.group(2)))
+        if not epoch:
+            continue
+        value = int(epoch.group(1) or epoch.group(2))
+        entry["epochs"].add(value)
+        if _PREPARE_COMMIT.search(payload):
+            entry["commits"] += 1
+            if txn_id in last_epoch and value > last_epoch[txn_id]:
+                entry["commit_bumps"] += 1
+        last_epoch[txn_id] = value
+    return {txn_id: _entry(e) for txn_id, e in sorted(found.items())}
+
+
+def _entry(e: dict) -> dict:
     return {
-        txn_id: {
-            "client_transaction_versions": sorted(e["versions"]),
-            "protocol": 2 if any(v >= 2 for v in e["versions"]) else 1,
-            "epochs": [min(e["epochs"]), max(e["epochs"])] if e["epochs"] else [],
-        }
-        for txn_id, e in sorted(found.items())
+        "client_transaction_versions": sorted(e["versions"]),
+        "epochs": [min(e["epochs"]), max(e["epochs"])] if e["epochs"] else [],
+        "commits": e["commits"],
+        "commit_bumps": e["commit_bumps"],
+        "printed_version": e["json"],
+        "protocol": _protocol(sorted(e["versions"]), e["json"], e["commits"], e["commit_bumps"]),
     }
 
 
+def _protocol(versions: list[int], printed: bool, commits: int, bumps: int) -> int | None:
+    """2, 1, or None where the log cannot tell (see the module's docstring)."""
+    if any(v >= 2 for v in versions) or bumps:
+        return 2
+    if printed or commits:
+        return 1
+    return None
+
+
 def merge(parts: list[dict[str, dict]]) -> dict[str, dict]:
-    """The per-id findings of several nodes as one."""
+    """The per-id findings of several nodes (replicas of the same records) as one."""
     merged: dict[str, dict] = {}
     for part in parts:
         for txn_id, entry in part.items():
-            have = merged.setdefault(txn_id, dict(entry))
-            if have is entry or have == entry:
+            have = merged.get(txn_id)
+            if have is None:
+                merged[txn_id] = dict(entry)
                 continue
-            have["client_transaction_versions"] = sorted(
-                set(have["client_transaction_versions"]) | set(entry["client_transaction_versions"])
-            )
-            have["protocol"] = max(have["protocol"], entry["protocol"])
+            versions = sorted(set(have["client_transaction_versions"]) | set(entry["client_transaction_versions"]))
             epochs = have["epochs"] + entry["epochs"]
-            have["epochs"] = [min(epochs), max(epochs)] if epochs else []
+            printed = have["printed_version"] or entry["printed_version"]
+            commits = max(have["commits"], entry["commits"])
+            bumps = max(have["commit_bumps"], entry["commit_bumps"])
+            merged[txn_id] = {
+                "client_transaction_versions": versions,
+                "epochs": [min(epochs), max(epochs)] if epochs else [],
+                "commits": commits,
+                "commit_bumps": bumps,
+                "printed_version": printed,
+                "protocol": _protocol(versions, printed, commits, bumps),
+            }
     return merged
 
 
 def summary(per_id: dict[str, dict]) -> dict:
     """test.json's "transaction_protocol": the protocol every transactional id of the run used."""
-    counts = {"v2": sum(1 for e in per_id.values() if e["protocol"] == 2)}
-    counts["classic"] = len(per_id) - counts["v2"]
+    counts = {
+        "v2": sum(1 for e in per_id.values() if e["protocol"] == 2),
+        "classic": sum(1 for e in per_id.values() if e["protocol"] == 1),
+        "unknown": sum(1 for e in per_id.values() if e["protocol"] is None),
+    }
+    told = [name for name in ("v2", "classic") if counts[name]]
     if not per_id:
         protocol = "none"  # no transaction of the run reached the log
-    elif counts["v2"] and counts["classic"]:
+    elif len(told) == 2:
         protocol = "mixed"
+    elif told:
+        protocol = told[0]
     else:
-        protocol = "v2" if counts["v2"] else "classic"
+        protocol = "unknown"  # no id committed, and this decoder prints no client version
     return {"source": SOURCE, "protocol": protocol, "transactional_ids": counts, "per_id": per_id}
 
 
@@ -102,4 +153,10 @@ def read(system, lab, prefix: str) -> dict:
         parts = [parse_dump(dump_node(system, node), prefix) for node in brokers]
     except Exception as error:  # never cost the run its history: say why it is missing
         return {"source": SOURCE, "error": str(error).splitlines()[0][:300] if str(error) else type(error).__name__}
-    return summary(merge(parts))
+    merged = merge(parts)
+    return summary(classic_only(merged) if install.version_key(system.version) < V2_FROM else merged)
+
+
+def classic_only(per_id: dict[str, dict]) -> dict[str, dict]:
+    """A broker older than 4.0 has no protocol v2: an id its log cannot place is classic."""
+    return {txn_id: {**e, "protocol": e["protocol"] or 1} for txn_id, e in per_id.items()}
