@@ -246,6 +246,7 @@ DEFAULTS = {
         "enable.auto.commit": "false",  # the driver commits (enable.auto.commit above)
         "partition.assignment.strategy": _assignors("range,roundrobin"),  # librdkafka's default
         "allow.auto.create.topics": "false",  # librdkafka's consumer default
+        "check.crcs": "false",  # librdkafka's default; Java's is true
     },
 }
 
