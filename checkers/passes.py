@@ -125,26 +125,77 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
     if keys is not None:
         rows = rows.where(F.col("key").isin(list(keys)))
-    return rows.selectExpr(*INPUT_EXPRESSIONS).mapInArrow(_runner(params), OUTPUT_SCHEMA)
+    most = KEY_CHUNK_ROWS if params.mode in PER_KEY_MODES else None
+    return rows.selectExpr(*INPUT_EXPRESSIONS).mapInArrow(_runner(params, most), OUTPUT_SCHEMA)
 
 
-def _runner(params: Params):
+# A task runs the pass on at most this many rows at once: whole keys, and a
+# key with more rows alone. The pass's arrays take about 200 bytes a row on
+# top of its input's 152, so a task holding two keys of 10M-event eos (about
+# 900,000 rows each) held both keys' arrays at once (issue 42).
+KEY_CHUNK_ROWS = 1 << 19
+# Modes whose every output row belongs to one key (so a task may run them a
+# few keys at a time): the cycle mode's NODE and ROUTE rows are distinct per
+# task, not per key.
+PER_KEY_MODES = ("main",)
+
+
+def _runner(params: Params, most: int | None = None):
+    """The task's function: its rows' pass, `most` rows at a time (all at once when None)."""
+
     def run(batches):
-        batches = list(batches)
-        if not batches or sum(b.num_rows for b in batches) == 0:
+        columns = input_columns(batches)
+        if columns is None:
             return
-        table = pa.Table.from_batches(batches)
-        columns = {name: table.column(name).to_numpy() for name in INPUT_COLUMNS}
-        del table
-        parts = KeyPass(columns, params).run().parts
+        found = []  # the anomaly parts, for the partition's examples
+        for chunk in key_chunks(columns, most) if most else (columns,):
+            parts = KeyPass(chunk, params).run().parts
+            if params.examples:
+                found += [part for part in parts if part["tag"][0] == ANOMALY]
+            for part in parts:
+                yield _batch(part)
+            del parts
         if params.examples:
-            parts += partition_summary(
-                [part for part in parts if part["tag"][0] == ANOMALY], params.examples, (EXAMPLE, TALLY, NAMED)
-            )
-        for part in parts:
-            yield _batch(part)
+            for part in partition_summary(found, params.examples, (EXAMPLE, TALLY, NAMED)):
+                yield _batch(part)
 
     return run
+
+
+def input_columns(batches) -> dict[str, np.ndarray] | None:
+    """The pass's input columns, copied out of each Arrow batch as it comes
+    (None when there are no rows). Collecting the batches first, then
+    converting, held every row twice: as Arrow and as numpy."""
+    pieces: dict[str, list[np.ndarray]] = {name: [] for name in INPUT_COLUMNS}
+    for batch in batches:
+        if batch.num_rows:
+            for name in INPUT_COLUMNS:
+                pieces[name].append(np.array(batch.column(name).to_numpy(zero_copy_only=False), copy=True))
+        del batch
+    if not pieces["key"]:
+        return None
+    return {name: np.concatenate(pieces.pop(name)) for name in INPUT_COLUMNS}
+
+
+def key_chunks(columns: dict[str, np.ndarray], most: int):
+    """The rows of whole keys, at most `most` rows at a time (a larger key
+    alone), as views of `columns`, which are sorted by key in place (stably:
+    a key's rows keep their order). Rows that fit at once come back as they are."""
+    n = len(columns["key"])
+    if n <= most:
+        yield columns
+        return
+    by_key = np.argsort(columns["key"], kind="stable")
+    for name in INPUT_COLUMNS:
+        columns[name] = columns[name][by_key]
+    del by_key
+    key = columns["key"]
+    bounds = np.r_[np.flatnonzero(np.r_[True, key[1:] != key[:-1]]), n]
+    low = 0
+    for i in range(1, len(bounds)):
+        if i == len(bounds) - 1 or bounds[i + 1] - low > most:
+            yield {name: columns[name][low : bounds[i]] for name in INPUT_COLUMNS}
+            low = bounds[i]
 
 
 def _nullable(values: np.ndarray) -> pa.Array:
