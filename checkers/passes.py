@@ -3,7 +3,10 @@
 The table is already partitioned by route, so a key's rows are in one
 partition: `mapInArrow` hands each partition's key rows to the pass as
 Arrow batches of numeric columns, and the pass's output rows come back the
-same way. No shuffle, one Python round trip per partition.
+same way. No shuffle, one Python round trip per partition. The main pass's
+rows come sorted by key (a sort within each partition), and a task runs the
+pass a few whole keys at a time as their rows come in: it holds those keys'
+rows, not all of its partition's (`streamed_key_chunks`).
 
 `main(t)` is the pass every check runs (stored: several finders read its
 output); before it, one small job answers the questions the pass needs
@@ -121,30 +124,133 @@ INPUT_EXPRESSIONS = _input_expressions()
 
 
 def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFrame:
-    """The pass's output rows (OUTPUT_SCHEMA) over every key, or only `keys`."""
+    """The pass's output rows (OUTPUT_SCHEMA) over every key, or only `keys`.
+    The main pass's rows come to each task sorted by key, which runs the
+    pass on a few whole keys at a time as their rows arrive."""
     rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
     if keys is not None:
         rows = rows.where(F.col("key").isin(list(keys)))
-    return rows.selectExpr(*INPUT_EXPRESSIONS).mapInArrow(_runner(params), OUTPUT_SCHEMA)
+    rows = rows.selectExpr(*INPUT_EXPRESSIONS)
+    if params.mode not in PER_KEY_MODES:
+        return rows.mapInArrow(_runner(params), OUTPUT_SCHEMA)
+    return rows.sortWithinPartitions("key").mapInArrow(_runner(params, KEY_CHUNK_ROWS), OUTPUT_SCHEMA)
 
 
-def _runner(params: Params):
+# A task of the main pass runs it on at most this many rows at once: whole
+# keys, and a key with more rows alone. The pass's arrays take about 200
+# bytes a row on top of its input's 152: a task of 10M-event eos that held
+# two keys of about 900,000 rows each held both keys' input and arrays at
+# once (issue 42: 1 GB per Python worker, against 0.45 GB one key at a time).
+KEY_CHUNK_ROWS = 1 << 19
+# Modes whose every output row belongs to one key (so a task may run them a
+# few keys at a time): the cycle mode's NODE and ROUTE rows are distinct per
+# task, not per key.
+PER_KEY_MODES = ("main",)
+
+
+def _runner(params: Params, most: int | None = None):
+    """The task's function: its rows' pass, `most` rows at a time (all at once when None)."""
+
     def run(batches):
-        batches = list(batches)
-        if not batches or sum(b.num_rows for b in batches) == 0:
-            return
-        table = pa.Table.from_batches(batches)
-        columns = {name: table.column(name).to_numpy() for name in INPUT_COLUMNS}
-        del table
-        parts = KeyPass(columns, params).run().parts
+        # A worker's Arrow memory pool (mimalloc) keeps what its earlier tasks
+        # freed: the load's parse left about 300 MiB in each worker (issue 42).
+        pa.default_memory_pool().release_unused()
+        found = []  # the anomaly parts, for the partition's examples
+        for chunk in streamed_key_chunks(batches, most) if most else _whole(batches):
+            parts = KeyPass(chunk, params).run().parts
+            if params.examples:
+                found += [part for part in parts if part["tag"][0] == ANOMALY]
+            for part in parts:
+                yield _batch(part)
+            del parts
         if params.examples:
-            parts += partition_summary(
-                [part for part in parts if part["tag"][0] == ANOMALY], params.examples, (EXAMPLE, TALLY, NAMED)
-            )
-        for part in parts:
-            yield _batch(part)
+            for part in partition_summary(found, params.examples, (EXAMPLE, TALLY, NAMED)):
+                yield _batch(part)
 
     return run
+
+
+def _whole(batches):
+    columns = input_columns(batches)
+    if columns is not None:
+        yield columns
+
+
+def _copied(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """A batch's input columns as numpy arrays of their own (the batch can go)."""
+    return {name: np.array(batch.column(name).to_numpy(zero_copy_only=False), copy=True) for name in INPUT_COLUMNS}
+
+
+def _joined(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One array per column of the pieces, in order (the pieces list is emptied as it goes)."""
+    columns = {}
+    for name in INPUT_COLUMNS:
+        columns[name] = np.concatenate([piece.pop(name) for piece in pieces])
+    pieces.clear()
+    return columns
+
+
+def input_columns(batches) -> dict[str, np.ndarray] | None:
+    """The pass's input columns, copied out of each Arrow batch as it comes
+    (None when there are no rows). Collecting the batches first, then
+    converting, held every row twice: as Arrow and as numpy."""
+    pieces = [_copied(batch) for batch in batches if batch.num_rows]
+    return _joined(pieces) if pieces else None
+
+
+def streamed_key_chunks(batches, most: int):
+    """`key_chunks` of a task's rows sorted by key, handed on as they come:
+    a chunk goes once its keys' rows are all in and a next key's rows would
+    make more than `most`, so a task holds one chunk and the rows of the key
+    that follows it, not all of its keys'."""
+    done, done_rows = [], 0  # pieces of keys whose rows are all in
+    current, current_rows, last = [], 0, None  # pieces of the last key seen
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        piece = _copied(batch)
+        del batch
+        key = piece["key"]
+        if np.any(key[1:] < key[:-1]) or (last is not None and key[0] < last):
+            raise RuntimeError("the per-key pass's rows came unsorted by key (passes.key_pass sorts them)")
+        bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(key)]
+        for low, high in zip(bounds[:-1], bounds[1:]):
+            segment = {name: values[low:high] for name, values in piece.items()}
+            if key[low] != last:
+                done += current
+                done_rows += current_rows
+                current, current_rows, last = [], 0, key[low]
+            current.append(segment)
+            current_rows += high - low
+        if done_rows and done_rows + current_rows > most:
+            yield from key_chunks(_joined(done), most)
+            done_rows = 0
+    done += current
+    if done:
+        yield from key_chunks(_joined(done), most)
+
+
+def key_chunks(columns: dict[str, np.ndarray], most: int):
+    """The rows of whole keys, at most `most` rows at a time (a larger key
+    alone), as views of `columns`, which are sorted by key in place (stably:
+    a key's rows keep their order). Rows that fit at once come back as they are."""
+    n = len(columns["key"])
+    if n <= most:
+        yield columns
+        return
+    key = columns["key"]
+    if np.any(key[1:] < key[:-1]):
+        by_key = np.argsort(key, kind="stable")
+        for name in INPUT_COLUMNS:
+            columns[name] = columns[name][by_key]
+        del by_key
+        key = columns["key"]
+    bounds = np.r_[np.flatnonzero(np.r_[True, key[1:] != key[:-1]]), n]
+    low = 0
+    for i in range(1, len(bounds)):
+        if i == len(bounds) - 1 or bounds[i + 1] - low > most:
+            yield {name: columns[name][low : bounds[i]] for name in INPUT_COLUMNS}
+            low = bounds[i]
 
 
 def _nullable(values: np.ndarray) -> pa.Array:

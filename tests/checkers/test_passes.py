@@ -1,0 +1,134 @@
+"""The per-key pass's tasks: their input read once, and their keys run a few at a time (issue 42).
+
+A task of the main pass holds the rows of the keys its partition got; at
+10M events of the eos shape that is two keys of about 900,000 rows each.
+`passes.key_chunks` hands the pass whole keys, at most KEY_CHUNK_ROWS rows
+at a time; whatever the split, the pass's rows must be the same.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from history_shapes import generate  # noqa: E402
+
+from checkers import passes  # noqa: E402
+from checkers.keypass import ANOMALY, EOS_REC, INPUT_COLUMNS  # noqa: E402
+
+
+def _columns(keys: list[int]) -> dict[str, np.ndarray]:
+    n = len(keys)
+    columns = {name: np.arange(n, dtype=np.int64) * (i + 1) for i, name in enumerate(INPUT_COLUMNS)}
+    columns["key"] = np.array(keys, dtype=np.int64)
+    return columns
+
+
+def test_chunks_hold_whole_keys_in_their_order_and_no_more_rows_than_asked_unless_one_key_has_more():
+    keys = [3, 1, 3, 2, 1, 3, 5, 5, 5, 5, 5, 2, 1, 4]
+    columns = _columns(keys)
+    original = {name: values.copy() for name, values in columns.items()}
+    chunks = list(passes.key_chunks(columns, 4))
+    seen = []
+    for chunk in chunks:
+        chunk_keys = set(chunk["key"].tolist())
+        assert len(chunk["key"]) <= 4 or len(chunk_keys) == 1
+        seen += chunk["op"].tolist()
+        for key in chunk_keys:
+            # every row of a key is in its chunk, in the order the task got them
+            assert chunk["op"][chunk["key"] == key].tolist() == original["op"][original["key"] == key].tolist()
+    assert sorted(seen) == sorted(original["op"].tolist())
+    assert [sorted(set(c["key"].tolist())) for c in chunks] == [[1], [2], [3, 4], [5]]
+    # rows of a column stay with their row
+    for chunk in chunks:
+        assert np.array_equal(chunk["value"], chunk["op"] * (INPUT_COLUMNS.index("value") + 1) // 3)
+
+
+def test_rows_that_fit_at_once_come_back_as_they_are():
+    columns = _columns([2, 1, 2])
+    [chunk] = passes.key_chunks(columns, 3)
+    assert chunk is columns and chunk["key"].tolist() == [2, 1, 2]
+
+
+def test_input_columns_join_the_batches_in_order_and_skip_empty_ones():
+    whole = _columns([1, 2, 3, 4, 5])
+
+    def batch(lo, hi):
+        return pa.record_batch({name: whole[name][lo:hi] for name in INPUT_COLUMNS})
+
+    batches = [batch(0, 2), batch(2, 2), batch(2, 5)]
+    columns = passes.input_columns(iter(batches))
+    assert list(columns) == list(INPUT_COLUMNS)
+    for name in INPUT_COLUMNS:
+        assert columns[name].dtype == np.int64 and columns[name].tolist() == whole[name].tolist()
+    assert passes.input_columns(iter([])) is None
+    assert passes.input_columns(iter([batch(0, 0)])) is None
+
+
+def _batches(columns: dict[str, np.ndarray], size: int) -> list[pa.RecordBatch]:
+    n = len(columns["key"])
+    return [
+        pa.record_batch({name: columns[name][low : low + size] for name in INPUT_COLUMNS}) for low in range(0, n, size)
+    ]
+
+
+def test_streamed_chunks_hold_whole_keys_and_go_as_soon_as_their_keys_are_in():
+    keys = sorted([1] * 5 + [2] * 2 + [3] * 3 + [4] * 6 + [6] * 1 + [7] * 2)
+    columns = _columns(keys)
+    read = []
+
+    def batches():
+        for i, batch in enumerate(_batches(columns, 3)):
+            read.append(i)
+            yield batch
+
+    chunks = passes.streamed_key_chunks(batches(), 4)
+    streamed = [(chunk["key"].tolist(), chunk["op"].tolist(), len(read)) for chunk in chunks]
+    assert sum((ops for _, ops, _ in streamed), []) == columns["op"].tolist()  # every row once, in order
+    chunk_keys = [sorted(set(k)) for k, _, _ in streamed]
+    assert sorted(sum(chunk_keys, [])) == [1, 2, 3, 4, 6, 7]  # a key in one chunk only
+    assert all(len(k) <= 4 or len(set(k)) == 1 for k, _, _ in streamed)
+    # key 1 (rows 0-4) goes once key 2 shows up in the second batch, long before the last of 7 batches
+    assert chunk_keys[0] == [1] and streamed[0][2] == 2
+    assert all(at < 7 for _, _, at in streamed[:-1])
+
+
+def test_streamed_chunks_refuse_rows_not_sorted_by_key():
+    with pytest.raises(RuntimeError, match="unsorted"):
+        list(passes.streamed_key_chunks(iter(_batches(_columns([1, 1, 2, 2, 1, 3]), 3)), 2))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("shape", "tag"), [("eos", EOS_REC), ("queue", ANOMALY)])
+def test_the_main_pass_finds_the_same_rows_whatever_keys_a_task_runs_at_once(spark, tmp_path, monkeypatch, shape, tag):
+    from dataclasses import replace
+
+    from pyspark.sql import functions as F
+
+    from checkers.load import load
+    from checkers.table_format import KEY_KINDS
+
+    generate(shape, tmp_path, 6000)
+    t = load(tmp_path, spark)
+    try:
+        params = replace(passes.main_params(t), examples=3)
+
+        def rows(most):
+            monkeypatch.setattr(passes, "KEY_CHUNK_ROWS", most)
+            return sorted(map(repr, passes.key_pass(t, params).toArrow().to_pylist()))
+
+        whole = rows(1 << 30)
+        # as before chunks: every row of the task at once, in the order the table holds them
+        at_once = t.rows.where(F.col("kind").isin(*KEY_KINDS)).selectExpr(*passes.INPUT_EXPRESSIONS)
+        at_once = at_once.mapInArrow(passes._runner(params), passes.OUTPUT_SCHEMA).toArrow().to_pylist()
+        assert sorted(map(repr, at_once)) == whole
+        assert len(whole) > 100 and any(f"'tag': {tag}," in row for row in whole)  # eos records, anomalies
+        assert rows(1) == whole  # one key at a time
+        assert rows(400) == whole  # a few small keys at once, big ones alone
+    finally:
+        t.release()
