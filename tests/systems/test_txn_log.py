@@ -102,6 +102,17 @@ def test_the_json_decoder_status_may_be_a_number():
     assert (plain["protocol"], plain["commits"]) == (1, 0)  # CompleteCommit (4) is no PrepareCommit
 
 
+def test_a_version_on_the_coordinators_own_records_is_not_the_clients():
+    """On 4.3.1 and 4.4.0 with transaction.version 2, librdkafka's ids had a 2 on records the
+    coordinator wrote on its own (an abort) while their commits carried none: classic."""
+    v2 = ',"clientTransactionVersion":2'
+    records = [json_record(0, 0, 1), json_record(1, 0, 2), json_record(2, 1, 3, v2), json_record(3, 1, 5, v2)]
+    entry = parse_dump("\n".join(records))["gregor-run2-txn-0"]
+    assert (entry["client_transaction_versions"], entry["commits"], entry["protocol"]) == ([], 1, 1)
+    named = parse_dump(V44.replace('"PrepareAbort"', "").replace('"PrepareCommit"', '"PrepareAbort"'))
+    assert named["gregor-run1-txn-0"]["protocol"] == 1  # a named status, as 4.4.0 printed it
+
+
 def test_a_broker_before_4_0_has_only_the_classic_protocol():
     unplaced = parse_dump("\n".join(CLASSIC_TEXT[:2]))
     assert summary(classic_only(unplaced))["protocol"] == "classic"

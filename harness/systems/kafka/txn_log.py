@@ -5,20 +5,25 @@ __transaction_state, and Kafka's own DumpLogSegments decodes it
 (--transaction-log-decoder), run on each node with the node's Kafka install
 (dump_tool.py). Two things in it tell the protocols apart:
 
-- the client's transaction version (TransactionLogValue's
-  clientTransactionVersion): 2 for a client speaking protocol v2 (KIP-890),
-  absent for a classic one. Only the JSON decoder of the kafka-tools jar
-  (4.3.0 on) prints it; the text decoder of kafka_2.13 (3.x up to 4.2.x)
-  prints no such field, even where the broker stored it (4.0.2, measured);
 - the epoch at a commit: protocol v2 bumps the producer epoch at every
   EndTxn, so a PrepareCommit record names an epoch above the id's record
-  before it; the classic protocol never bumps at a commit (only at an init,
-  or when the coordinator aborts a timed-out transaction).
+  before it (in the same segment file); the classic protocol never bumps
+  at a commit. This answers first, with either decoder;
+- where an id has no such commit, the client's transaction version
+  (TransactionLogValue's clientTransactionVersion) on the records its own
+  requests made the coordinator write (Ongoing, PrepareCommit): 2 for a
+  client speaking protocol v2 (KIP-890), absent for a classic one. Only the
+  JSON decoder of the kafka-tools jar (4.3.0 on) prints it; the text
+  decoder of kafka_2.13 (3.x up to 4.2.x) prints no such field, even where
+  the broker stored it (4.0.2, measured).
 
-So where the field is printed, it answers; where it cannot be, the commits
-do, and an id that committed nothing under the text decoder is `unknown`,
-never assumed classic. Every node holds replicas of the partitions, so the
-records repeat: counts are per node, and nodes merge by maximum.
+The field alone is not trusted: on 4.3.1 and 4.4.0 brokers with
+transaction.version 2, ids of librdkafka (classic only) had a 2 on some
+record under faults, while none of their hundreds of commits bumped the
+epoch (measured 2026-11-29). An id that committed nothing under the text
+decoder is `unknown`, never assumed classic. Every node holds replicas of
+the partitions, so the records repeat: counts are per node, and nodes
+merge by maximum.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ SOURCE = "the brokers' transaction log (__transaction_state, decoded by Kafka's 
 _TXN_ID = re.compile(r'"transactionalId":"((?:[^"\\]|\\.)*)"|transactionalId=(\S+)')  # 4.3+ JSON, older text
 _CLIENT_VERSION = re.compile(r'"clientTransactionVersion":(\d+)')
 _EPOCH = re.compile(r'"producerEpoch":(-?\d+)|producerEpoch:(-?\d+)')
-_PREPARE_COMMIT = re.compile(r'"transactionStatus":(?:2|"PrepareCommit")[,}]|state=PrepareCommit,')
+_STATUS = re.compile(r'"transactionStatus":(?:(\d+)|"(\w+)")|state=(\w+),')
+_STATUS_NAMES = ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead"]
+_CLIENTS_OWN = ("Ongoing", "PrepareCommit")  # written on the client's AddPartitions and EndTxn(commit)
 
 
 def parse_dump(text: str, prefix: str = "") -> dict[str, dict]:
     """Per transactional id starting with `prefix`: the client transaction versions its
-    records carry, the producer epochs they name, its commits and the commits that
+    Ongoing and PrepareCommit records carry, the producer epochs its records name, its commits and the commits that
     bumped the epoch, and the protocol these show (1, 2, or None: cannot tell)."""
     found: dict[str, dict] = {}
     last_epoch: dict[str, int] = {}  # per segment file: log order holds only within one
@@ -59,20 +66,33 @@ def parse_dump(text: str, prefix: str = "") -> dict[str, dict]:
             txn_id, {"versions": set(), "epochs": set(), "json": False, "commits": 0, "commit_bumps": 0}
         )
         entry["json"] = entry["json"] or named.group(1) is not None
+        state = _status(payload)
         version = _CLIENT_VERSION.search(payload)
-        if version:
+        if version and state in _CLIENTS_OWN:
             entry["versions"].add(int(version.group(1)))
         epoch = _EPOCH.search(payload)
         if not epoch:
             continue
         value = int(epoch.group(1) or epoch.group(2))
         entry["epochs"].add(value)
-        if _PREPARE_COMMIT.search(payload):
+        if state == "PrepareCommit" and txn_id in last_epoch:  # a commit whose epoch can be compared
             entry["commits"] += 1
-            if txn_id in last_epoch and value > last_epoch[txn_id]:
+            if value > last_epoch[txn_id]:
                 entry["commit_bumps"] += 1
         last_epoch[txn_id] = value
     return {txn_id: _entry(e) for txn_id, e in sorted(found.items())}
+
+
+def _status(payload: str) -> str | None:
+    """The record's transaction state by name: the JSON decoder prints a number or a
+    name, the text decoder a name."""
+    found = _STATUS.search(payload)
+    if not found:
+        return None
+    number, name, text = found.groups()
+    if number is not None:
+        return _STATUS_NAMES[int(number)] if int(number) < len(_STATUS_NAMES) else number
+    return name or text
 
 
 def _entry(e: dict) -> dict:
@@ -87,12 +107,15 @@ def _entry(e: dict) -> dict:
 
 
 def _protocol(versions: list[int], printed: bool, commits: int, bumps: int) -> int | None:
-    """2, 1, or None where the log cannot tell (see the module's docstring)."""
-    if any(v >= 2 for v in versions) or bumps:
+    """2, 1, or None where the log cannot tell (see the module's docstring). The commits
+    answer first: a v2 commit always bumps the epoch, whichever decoder printed it."""
+    if bumps:
         return 2
-    if printed or commits:
+    if commits:
         return 1
-    return None
+    if any(v >= 2 for v in versions):
+        return 2
+    return 1 if printed else None
 
 
 def merge(parts: list[dict[str, dict]]) -> dict[str, dict]:
