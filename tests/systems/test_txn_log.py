@@ -52,27 +52,17 @@ def json_record(offset: int, epoch: int, status: int, version: str = "") -> str:
     )
 
 
-V2_TEXT = [  # protocol v2 on 4.0.2: each commit names the epoch above the transaction's own
-    text_record(0, 0, "Empty"),
-    text_record(1, 0, "Ongoing"),
-    text_record(2, 1, "PrepareCommit"),
-    text_record(3, 1, "CompleteCommit"),
-    text_record(4, 1, "Ongoing"),
-    text_record(5, 2, "PrepareCommit"),
-    text_record(6, 2, "CompleteCommit"),
-]
-CLASSIC_TEXT = [  # classic: commits keep the epoch; an init (Empty) and a timed-out abort bump it
-    text_record(0, 0, "Empty"),
-    text_record(1, 0, "Ongoing"),
-    text_record(2, 0, "PrepareCommit"),
-    text_record(3, 0, "CompleteCommit"),
-    text_record(4, 0, "Ongoing"),
-    text_record(5, 1, "PrepareAbort"),
-    text_record(6, 1, "CompleteAbort"),
-    text_record(7, 2, "Empty"),
-    text_record(8, 2, "Ongoing"),
-    text_record(9, 2, "PrepareCommit"),
-]
+def text_log(*steps: str) -> list[str]:
+    """Records of one id in log order, each step "epoch:state"."""
+    return [text_record(i, int(step.split(":")[0]), step.split(":")[1]) for i, step in enumerate(steps)]
+
+
+# protocol v2 on 4.0.2: each commit names the epoch above the transaction's own
+V2_TEXT = text_log("0:Empty", "0:Ongoing", "1:PrepareCommit", "1:CompleteCommit", "1:Ongoing", "2:PrepareCommit")
+# classic: commits keep the epoch; an init (Empty) and a timed-out abort bump it
+CLASSIC_TEXT = text_log(
+    "0:Empty", "0:Ongoing", "0:PrepareCommit", "0:CompleteCommit", "0:Ongoing", "1:PrepareAbort", "1:CompleteAbort"
+) + text_log("2:Empty", "2:Ongoing", "2:PrepareCommit")
 
 
 def test_the_text_decoder_tells_v2_by_the_epoch_bumped_at_each_commit():
