@@ -96,13 +96,19 @@ def _status(payload: str) -> str | None:
 
 
 def _entry(e: dict) -> dict:
+    return _finding(e["versions"], e["epochs"], e["commits"], e["commit_bumps"], e["json"])
+
+
+def _finding(versions, epochs, commits: int, bumps: int, printed: bool) -> dict:
+    """One id's entry of test.json's per_id, its protocol derived from the rest."""
+    versions = sorted(versions)
     return {
-        "client_transaction_versions": sorted(e["versions"]),
-        "epochs": [min(e["epochs"]), max(e["epochs"])] if e["epochs"] else [],
-        "commits": e["commits"],
-        "commit_bumps": e["commit_bumps"],
-        "printed_version": e["json"],
-        "protocol": _protocol(sorted(e["versions"]), e["json"], e["commits"], e["commit_bumps"]),
+        "client_transaction_versions": versions,
+        "epochs": [min(epochs), max(epochs)] if epochs else [],
+        "commits": commits,
+        "commit_bumps": bumps,
+        "printed_version": printed,
+        "protocol": _protocol(versions, printed, commits, bumps),
     }
 
 
@@ -127,19 +133,13 @@ def merge(parts: list[dict[str, dict]]) -> dict[str, dict]:
             if have is None:
                 merged[txn_id] = dict(entry)
                 continue
-            versions = sorted(set(have["client_transaction_versions"]) | set(entry["client_transaction_versions"]))
-            epochs = have["epochs"] + entry["epochs"]
-            printed = have["printed_version"] or entry["printed_version"]
-            commits = max(have["commits"], entry["commits"])
-            bumps = max(have["commit_bumps"], entry["commit_bumps"])
-            merged[txn_id] = {
-                "client_transaction_versions": versions,
-                "epochs": [min(epochs), max(epochs)] if epochs else [],
-                "commits": commits,
-                "commit_bumps": bumps,
-                "printed_version": printed,
-                "protocol": _protocol(versions, printed, commits, bumps),
-            }
+            merged[txn_id] = _finding(
+                set(have["client_transaction_versions"]) | set(entry["client_transaction_versions"]),
+                have["epochs"] + entry["epochs"],
+                max(have["commits"], entry["commits"]),
+                max(have["commit_bumps"], entry["commit_bumps"]),
+                have["printed_version"] or entry["printed_version"],
+            )
     return merged
 
 
