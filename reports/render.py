@@ -297,8 +297,9 @@ def client_text(run: Run) -> str:
     return f"librdkafka {version} (under confluent-kafka)" if version else "librdkafka (under confluent-kafka)"
 
 
-def _ids_text(counts: dict) -> str:
-    """ "3 v2, 1 classic", and the ids the log could not place, if any."""
+def protocol_counts_text(counts: dict) -> str:
+    """test.json's transaction_protocol counts in words: "3 v2, 1 classic", and the ids
+    the log could not place, if any (the report's setup and the run's progress line)."""
     text = f"{counts.get('v2', 0)} v2, {counts.get('classic', 0)} classic"
     return text + (f", {counts['unknown']} unknown" if counts.get("unknown") else "")
 
@@ -314,7 +315,7 @@ def _transaction_protocol(run: Run, level) -> str:
         counts = seen.get("transactional_ids") or {}
         said += (
             f"; the brokers' transaction log shows the run's transactional ids used {seen['protocol']} "
-            f"({_ids_text(counts)})"
+            f"({protocol_counts_text(counts)})"
         )
     elif seen.get("error"):
         said += f"; the brokers' transaction log could not be read ({seen['error']})"

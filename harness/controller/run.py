@@ -110,11 +110,9 @@ def transaction_protocol_seen(lab, cfg: RunConfig, run_id: str) -> dict | None:
     if "error" in found:
         say(f"transaction protocol: not read ({found['error']})")
     else:
-        counts = found["transactional_ids"]
-        unknown = f", {counts['unknown']} unknown" if counts.get("unknown") else ""
-        say(
-            f"transaction protocol: {found['protocol']} ({counts['v2']} id(s) v2, {counts['classic']} classic{unknown})"
-        )
+        from reports.render import protocol_counts_text
+
+        say(f"transaction protocol: {found['protocol']} (ids: {protocol_counts_text(found['transactional_ids'])})")
     return found
 
 
