@@ -232,19 +232,13 @@ def streamed_key_chunks(batches, most: int):
 
 def key_chunks(columns: dict[str, np.ndarray], most: int):
     """The rows of whole keys, at most `most` rows at a time (a larger key
-    alone), as views of `columns`, which are sorted by key in place (stably:
-    a key's rows keep their order). Rows that fit at once come back as they are."""
+    alone), as views of `columns`, whose rows come sorted by key (as
+    `streamed_key_chunks` gathers them). Rows that fit at once come back as they are."""
     n = len(columns["key"])
     if n <= most:
         yield columns
         return
     key = columns["key"]
-    if np.any(key[1:] < key[:-1]):
-        by_key = np.argsort(key, kind="stable")
-        for name in INPUT_COLUMNS:
-            columns[name] = columns[name][by_key]
-        del by_key
-        key = columns["key"]
     bounds = np.r_[np.flatnonzero(np.r_[True, key[1:] != key[:-1]]), n]
     low = 0
     for i in range(1, len(bounds)):

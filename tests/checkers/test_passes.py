@@ -2,7 +2,7 @@
 
 A task of the main pass holds the rows of the keys its partition got; at
 10M events of the eos shape that is two keys of about 900,000 rows each.
-`passes.key_chunks` hands the pass whole keys, at most KEY_CHUNK_ROWS rows
+`passes.key_chunks` hands the pass whole keys (of rows sorted by key), at most KEY_CHUNK_ROWS rows
 at a time; whatever the split, the pass's rows must be the same.
 """
 
@@ -30,7 +30,7 @@ def _columns(keys: list[int]) -> dict[str, np.ndarray]:
 
 
 def test_chunks_hold_whole_keys_in_their_order_and_no_more_rows_than_asked_unless_one_key_has_more():
-    keys = [3, 1, 3, 2, 1, 3, 5, 5, 5, 5, 5, 2, 1, 4]
+    keys = [1, 1, 1, 2, 2, 3, 3, 3, 4, 5, 5, 5, 5, 5]  # sorted by key, as streamed_key_chunks gathers them
     columns = _columns(keys)
     original = {name: values.copy() for name, values in columns.items()}
     chunks = list(passes.key_chunks(columns, 4))
