@@ -9,6 +9,7 @@ setting passes through ``--spark-conf key=value``.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
 import os
 import sys
@@ -207,6 +208,28 @@ def session_conf(spark, key: str, value: str):
             spark.conf.set(key, before)
 
 
+# glibc's M_MMAP_THRESHOLD (malloc.h) and the size Gregor fixes it at.
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 4 * 2**20
+
+
+def fix_mmap_threshold() -> None:
+    """Blocks of 4 MiB and more mapped and unmapped, in this process and the
+    JVM and Python workers it starts (unless the user set MALLOC_MMAP_THRESHOLD_).
+
+    By default glibc serves a freed block's size from its heap from then on
+    (its mmap threshold climbs to 32 MB), and a heap gives back only its top:
+    the check's process kept the load's buffers, a per-key pass's Python
+    worker each key's numpy arrays after the key (issue 42, docs/CHECKERS.md).
+    Children read the variable when they start; this process is told directly.
+    """
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, int(os.environ["MALLOC_MMAP_THRESHOLD_"]))
+    except (OSError, AttributeError, ValueError):
+        pass  # not glibc, or a value glibc would not take either: memory, never correctness
+
+
 def get_spark(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -232,6 +255,7 @@ def get_spark(
     # the JVM's own tracking accounts for some 70). With two, its peak was
     # 1,506 MiB against 1,699 (a 1 GB heap; docs/CHECKERS.md).
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+    fix_mmap_threshold()
     # Python workers run this interpreter (it has numpy and pyarrow), unless
     # the user names another one (PYSPARK_PYTHON or spark.pyspark.python).
     os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))

@@ -1,12 +1,13 @@
 """The session's Python workers start while the load runs, once per session, and
-the driver JVM starts with few malloc arenas; a setting for one block is put back."""
+the driver JVM and its workers start with Gregor's malloc settings; a setting for one block is put back."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from checkers.passes import prestart_python_workers
-from checkers.spark import session_conf
+from checkers.spark import MMAP_THRESHOLD_BYTES, fix_mmap_threshold, session_conf
 
 
 def test_python_workers_start_in_the_background_once_per_session(spark):
@@ -20,11 +21,22 @@ def test_python_workers_start_in_the_background_once_per_session(spark):
     assert daemons.stdout.split(), "no pyspark daemon under the driver JVM after the prestart"
 
 
-def test_the_driver_jvm_runs_with_two_malloc_arenas(spark):
+def _environ(pid: int) -> dict[bytes, bytes]:
+    with open(f"/proc/{pid}/environ", "rb") as environ:
+        return dict(item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item)
+
+
+def test_the_driver_jvm_and_its_python_workers_run_with_gregors_malloc_settings(spark):
+    prestarted = prestart_python_workers(spark)
+    if prestarted is not None:
+        prestarted.join(timeout=120)
     driver = spark._jvm.java.lang.ProcessHandle.current().pid()
-    with open(f"/proc/{driver}/environ", "rb") as environ:
-        variables = dict(item.split(b"=", 1) for item in environ.read().split(b"\0") if b"=" in item)
-    assert variables.get(b"MALLOC_ARENA_MAX") == b"2"
+    daemons = subprocess.run(["pgrep", "-P", str(driver), "-f", "pyspark.daemon"], capture_output=True, text=True)
+    for pid in [driver, *map(int, daemons.stdout.split())]:
+        variables = _environ(pid)
+        assert variables.get(b"MALLOC_ARENA_MAX") == b"2", pid
+        assert variables.get(b"MALLOC_MMAP_THRESHOLD_") == b"4194304", pid
+    assert daemons.stdout.split(), "no pyspark daemon under the driver JVM"
 
 
 def test_session_conf_puts_back_a_value_or_its_absence(spark):
@@ -37,3 +49,14 @@ def test_session_conf_puts_back_a_value_or_its_absence(spark):
         assert spark.conf.get(key) == "c"
     assert spark.conf.get(key) == "b"
     spark.conf.unset(key)
+
+
+def test_the_mmap_threshold_is_fixed_unless_the_user_chose_one(monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    fix_mmap_threshold()
+    assert os.environ["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD_BYTES) == "4194304"
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    fix_mmap_threshold()
+    assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "1048576"
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    fix_mmap_threshold()  # this process's threshold back to Gregor's
