@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from checkers.passes import prestart_python_workers
-from checkers.spark import MMAP_THRESHOLD_BYTES, fix_mmap_threshold, session_conf
+from checkers.spark import HEAP_POLICY, MMAP_THRESHOLD_BYTES, fix_mmap_threshold, session_conf
 
 
 def test_python_workers_start_in_the_background_once_per_session(spark):
@@ -60,3 +60,14 @@ def test_the_mmap_threshold_is_fixed_unless_the_user_chose_one(monkeypatch):
     assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "1048576"
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
     fix_mmap_threshold()  # this process's threshold back to Gregor's
+
+
+def test_the_driver_jvm_sizes_its_heap_by_gregors_policy(spark):
+    arguments = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    for option in HEAP_POLICY:
+        assert option in arguments, arguments
+    flags = spark._jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        spark._jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    assert flags.getVMOption("GCTimeRatio").getValue() == "4"
+    assert flags.getVMOption("MaxHeapFreeRatio").getValue() == "40"
