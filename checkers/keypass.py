@@ -148,9 +148,11 @@ class Rows:
         self.parts.append(part)
 
 
-def _time(c) -> np.ndarray:
-    """When an op happened: its completion, or its invoke when cut short."""
-    return np.where(c["complete_time"] != NULL, c["complete_time"], c["invoke_time"])
+def _time(c, rows: np.ndarray) -> np.ndarray:
+    """When the ops of these rows happened: their completion, or their invoke when cut short.
+    Asked for a few rows at a time: a column of every row's time lived through the whole pass."""
+    complete = c["complete_time"][rows]
+    return np.where(complete != NULL, complete, c["invoke_time"][rows])
 
 
 def _pairs_list(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +212,6 @@ class KeyPass:
         self.info = tcode == INFO_CODE
         self.okread = self.poll & self.ok
         self.txn = c["is_txn"] == 1
-        self.op_time = _time(c)
         self._kv()
         self._must()
         self._log()
@@ -316,7 +317,7 @@ class KeyPass:
         bad_ids, owner = np.unique(ko[rows], return_inverse=True)
         n_bad = len(bad_ids)
         first = rows[first_per_group(owner, n_bad)]
-        times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.minimum, np.iinfo(np.int64).max)
+        times = reduce_by(owner, n_bad, _time(c, ri[rows]), np.minimum, np.iinfo(np.int64).max)
         self.out.add(
             ANOMALY,
             n_bad,
@@ -349,7 +350,7 @@ class KeyPass:
             return
         key, offset, value = c["key"][ri], c["offset"][ri], c["value"][ri]
         first = rows[first_per_group(owner, n_bad)]
-        times = reduce_by(owner, n_bad, self.op_time[ri][rows], np.maximum, np.iinfo(np.int64).min)
+        times = reduce_by(owner, n_bad, _time(c, ri[rows]), np.maximum, np.iinfo(np.int64).min)
         offs = lists(owner, offset[rows], n_bad)
         self.out.add(
             ANOMALY,
@@ -396,7 +397,7 @@ class KeyPass:
             key=c["key"][lr],
             value=c["value"][lr],
             offset=offset[lost],
-            time=self.op_time[lr],
+            time=_time(c, lr),
         )
         self.out.add(
             ANOMALY,
@@ -406,7 +407,7 @@ class KeyPass:
             key=c["key"][ur],
             value=c["value"][ur],
             offset=offset[~lost],
-            time=self.op_time[ur],
+            time=_time(c, ur),
         )
 
     def _reads_of(self, writers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -706,9 +707,11 @@ class KeyPass:
             return
         ids, n = group_ids(c["pid"][reads], self.kv[reads])
         first = reads[first_per_group(ids, n, c["invoke_time"][reads], c["op"][reads], c["offset"][reads])]
+        del ids
         acks = np.flatnonzero(self.must & self.ok)
         fi, aj = join(self.kv[first], self.kv[acks])
         f, a = first[fi], acks[aj]
+        del first, acks, fi, aj
         since = np.maximum(c["complete_time"][a], self._previous_read_time(reads, f))
         late = c["invoke_time"][f] - since > p.timeout
         f, a, since = f[late], a[late], since[late]
@@ -734,10 +737,14 @@ class KeyPass:
         at = np.concatenate([c["complete_time"][reads], c["invoke_time"][firsts]])
         is_read = np.arange(len(rows)) < len(reads)
         pid, key = c["pid"][rows], c["key"][rows]
+        del rows
         # at equal times the first read sorts before the read, which then does not count
         perm = order(pid, key, at, is_read.astype(np.int64))
-        carried = fill_forward(at[perm], is_read[perm], starts(pid[perm], key[perm]))
-        out = np.empty(len(rows), dtype=np.int64)
+        group_start = starts(pid[perm], key[perm])
+        del pid, key
+        carried = fill_forward(at[perm], is_read[perm], group_start)
+        del at, is_read, group_start
+        out = np.empty(len(perm), dtype=np.int64)
         out[perm] = carried
         return out[len(reads) :]
 
@@ -774,8 +781,10 @@ class KeyPass:
         phi = np.where(commit != NULL, committed, np.where(reading, done, start))
         return 2 * phi
 
-    def _graph(self):
-        """Writer and reader nodes with their potential, uncompressed and compressed edges."""
+    def _graph(self, with_nodes: bool = True):
+        """Writer and reader nodes with their potential, uncompressed and compressed edges
+        (nodes: None unless `with_nodes`). Each temporary goes as soon as it is dead:
+        the graph's arrays are the pass's peak on a large key (issue 42)."""
         c = self.c
         writers = np.flatnonzero(self.must)
         per_send = ~self.txn[writers] & (c["n_sends"][writers] >= 2)
@@ -783,72 +792,97 @@ class KeyPass:
         w_reads = ~per_send & (c["reads"][writers] == 1)
         w_phi = self._phi(writers, w_reads)
         w_pos = self.position[self.kv[writers]]
+        w_kv = self.kv[writers]
+        w_key = c["key"][writers]
         reads = np.flatnonzero(self.okread)
         r_node = c["op"][reads] * NODE_SHIFT
         r_phi = self._phi(reads, np.ones(len(reads), dtype=bool))
         # readers distinct per (key, value, node)
         ids, n = group_ids(self.kv[reads], r_node)
         keep = first_per_group(ids, n)
+        del ids
         reads, r_node, r_phi = reads[keep], r_node[keep], r_phi[keep]
+        del keep
+        r_kv = self.kv[reads]
+        r_key = c["key"][reads]
         edges = []  # (src, dst, kind, key, src_phi, dst_phi)
         # ww: the key's chain of placed writers, by position then node
         placed = np.flatnonzero(w_pos != NULL)
-        perm = order(c["key"][writers][placed], w_pos[placed], w_node[placed])
-        chain = placed[perm]
-        chain_key = c["key"][writers][chain]
+        chain = placed[order(w_key[placed], w_pos[placed], w_node[placed])]
+        del placed
+        chain_key = w_key[chain]
+        j_node = w_node[chain]
+        chain_phi = w_phi[chain]
         nxt = np.flatnonzero(previous_in_group(chain_key))
-        edges.append(
-            (w_node[chain][nxt - 1], w_node[chain][nxt], WW, chain_key[nxt], w_phi[chain][nxt - 1], w_phi[chain][nxt])
-        )
+        edges.append((j_node[nxt - 1], j_node[nxt], WW, chain_key[nxt], chain_phi[nxt - 1], chain_phi[nxt]))
+        del nxt
         # wr: writer -> every ok reader of its value
-        wi, rj = join(self.kv[writers], self.kv[reads])
-        edges.append((w_node[wi], r_node[rj], WR, c["key"][reads][rj], w_phi[wi], r_phi[rj]))
+        wi, rj = join(w_kv, r_kv)
+        edges.append((w_node[wi], r_node[rj], WR, r_key[rj], w_phi[wi], r_phi[rj]))
+        del wi, rj
+        edges = _stack(edges)
         # compressed: junctions only. A node with one record in one chain and
         # no read sits on that chain between its neighbours and nothing else:
         # a node that writes two records (two keys, or one key twice) or that
         # reads and writes is a junction; every data-only cycle passes one.
         records = np.where(per_send, 1, c["n_sends"][writers])
         junction = (records >= 2) | w_reads
+        del records, per_send, w_reads
         compressed = []
         chain_junction = junction[chain]
         group_start = starts(chain_key)
-        j_node = w_node[chain]
         jr = (c["n_sends"][reads] >= 1) & (self.txn[reads] | (c["n_sends"][reads] == 1))
+        jr_kv, jr_node, jr_key, jr_phi = r_kv[jr], r_node[jr], r_key[jr], r_phi[jr]
+        del jr, r_kv, r_key
         # A path through plain writers that leaves a junction and comes back to
         # it (ww to the same junction again, or wr to the junction itself) would
         # fold into a self-loop: its writers stay nodes of their own.
         owner = fill_forward(j_node, chain_junction, group_start)
         next_j = fill_backward_after(j_node, chain_junction, group_start)
-        chain_kv = self.kv[writers][chain]
-        pair_ids, _ = group_ids(np.concatenate([chain_kv, self.kv[reads][jr]]), np.concatenate([owner, r_node[jr]]))
+        chain_kv = w_kv[chain]
+        pair_ids, _ = group_ids(np.concatenate([chain_kv, jr_kv]), np.concatenate([owner, jr_node]))
         read_by_owner = member(pair_ids[: len(chain)], pair_ids[len(chain) :])
+        del pair_ids
         chain_junction = chain_junction | ((owner != NULL) & ((owner == next_j) | read_by_owner))
+        del read_by_owner, owner
         next_j = fill_backward_after(j_node, chain_junction, group_start)
-        next_j_phi = fill_backward_after(w_phi[chain], chain_junction, group_start)
+        next_j_phi = fill_backward_after(chain_phi, chain_junction, group_start)
         has_next = chain_junction & (next_j != NULL)
         compressed.append(
-            (j_node[has_next], next_j[has_next], WW, chain_key[has_next], w_phi[chain][has_next], next_j_phi[has_next])
+            (j_node[has_next], next_j[has_next], WW, chain_key[has_next], chain_phi[has_next], next_j_phi[has_next])
         )
+        del next_j, next_j_phi, has_next, chain_key
         owner = fill_forward(j_node, chain_junction, group_start)
-        owner_phi = fill_forward(w_phi[chain], chain_junction, group_start)
+        owner_phi = fill_forward(chain_phi, chain_junction, group_start)
+        del chain_junction, group_start, chain_phi
         owned = owner != NULL
         unplaced_j = np.flatnonzero((w_pos == NULL) & junction)
-        o_kv = np.concatenate([self.kv[writers][chain][owned], self.kv[writers][unplaced_j]])
+        del junction
+        o_kv = np.concatenate([chain_kv[owned], w_kv[unplaced_j]])
+        del chain_kv
         o_node = np.concatenate([j_node[owned], w_node[unplaced_j]])
         o_owner = np.concatenate([owner[owned], w_node[unplaced_j]])
         o_phi = np.concatenate([owner_phi[owned], w_phi[unplaced_j]])
-        oi, rj = join(o_kv, self.kv[reads][jr])
-        kinds = np.where(o_owner[oi] == o_node[oi], WR, WW | WR)
-        compressed.append((o_owner[oi], r_node[jr][rj], kinds, c["key"][reads][jr][rj], o_phi[oi], r_phi[jr][rj]))
-        nodes = (
-            np.concatenate([w_node, r_node]),
-            np.concatenate([c["op"][writers], c["op"][reads]]),
-            np.concatenate([w_phi, r_phi]),
-        )
-        return _stack(edges), _stack(compressed), nodes
+        del owner, owner_phi, owned, unplaced_j, j_node, chain
+        oi, rj = join(o_kv, jr_kv)
+        del o_kv, jr_kv
+        o_owner = o_owner[oi]
+        kinds = np.where(o_owner == o_node[oi], WR, WW | WR)
+        del o_node
+        compressed.append((o_owner, jr_node[rj], kinds, jr_key[rj], o_phi[oi], jr_phi[rj]))
+        del o_owner, kinds, oi, rj, o_phi, jr_node, jr_key, jr_phi
+        compressed = _stack(compressed)
+        nodes = None
+        if with_nodes:
+            nodes = (
+                np.concatenate([w_node, r_node]),
+                np.concatenate([c["op"][writers], c["op"][reads]]),
+                np.concatenate([w_phi, r_phi]),
+            )
+        return edges, compressed, nodes
 
     def cycles(self, spans_only: bool):
-        edges, compressed, nodes = self._graph()
+        edges, compressed, nodes = self._graph(with_nodes=not spans_only)
         if spans_only:
             for component, graph, kinds in (
                 (S_WW, edges, WW),
@@ -905,12 +939,22 @@ class KeyPass:
         """Per row, the doubled times its op's graph ports and nodes can take
         ([2 * earliest - 1, 2 * latest + 1] of its invoke, completion and
         commit time), and whether it has a time at all."""
-        times = np.stack([self.c["invoke_time"], self.c["complete_time"], self.c["commit_time"]])
-        present = times != NULL
-        has = present.any(axis=0)
-        earliest = np.where(present, times, np.iinfo(np.int64).max).min(axis=0)
-        latest = np.where(present, times, NULL).max(axis=0)
-        return np.where(has, 2 * earliest - 1, 0), np.where(has, 2 * latest + 1, 0), has
+        # Column by column, in place: stacking the three columns held four copies of every row's times.
+        c, most = self.c, np.iinfo(np.int64).max
+        lo = np.full(self.n, most, dtype=np.int64)
+        hi = np.full(self.n, NULL, dtype=np.int64)  # NULL is the smallest int64: it never wins a maximum
+        for column in ("invoke_time", "complete_time", "commit_time"):
+            times = c[column]
+            np.minimum(lo, times, out=lo, where=times != NULL)
+            np.maximum(hi, times, out=hi)
+        has = hi != NULL
+        lo *= 2
+        lo -= 1
+        hi *= 2
+        hi += 1
+        lo[~has] = 0
+        hi[~has] = 0
+        return lo, hi, has
 
     def cover(self):
         """Per key, the bins of the run its rows' times reach into (a row
@@ -1061,13 +1105,19 @@ def cover_bin(times, cover: tuple) -> np.ndarray:
 
 
 def _stack(parts):
-    """Concatenates edge tuples (src, dst, kind, key, src_phi, dst_phi)."""
+    """Concatenates edge tuples (src, dst, kind, key, src_phi, dst_phi); each
+    part's column goes once it is copied (the list of parts is emptied)."""
+    held, parts = parts, [list(part) for part in parts]
+    held.clear()
+    sizes = [len(part[0]) for part in parts]
     columns = []
     for i in range(6):
         pieces = []
-        for part in parts:
-            n = len(part[0])
+        for part, n in zip(parts, sizes):
             value = part[i]
+            part[i] = None
             pieces.append(np.full(n, value, dtype=np.int64) if np.isscalar(value) else np.asarray(value, np.int64))
+            del value
         columns.append(np.concatenate(pieces) if pieces else np.empty(0, np.int64))
+        del pieces
     return tuple(columns)
