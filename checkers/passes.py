@@ -158,6 +158,7 @@ def _runner(params: Params, most: int | None = None):
         found = []  # the anomaly parts, for the partition's examples
         for chunk in streamed_key_chunks(batches, most) if most else _whole(batches):
             parts = KeyPass(chunk, params).run().parts
+            del chunk  # else it lives on while the next key's rows come in
             if params.examples:
                 found += [part for part in parts if part["tag"][0] == ANOMALY]
             for part in parts:
