@@ -28,7 +28,8 @@ DEFAULT_MASTER = "local[2]"
 # pass of a 10M-event check the 1 GB heap stayed committed whole while the
 # Python workers were at their peak. Collection may take up to 1/5 of the
 # time before the heap grows, and a marking gives back what is over 40%
-# free: the JVM's peak was 1,281 MiB against 1,500, no slower (docs/CHECKERS.md).
+# free: at 10M events the JVM's peak was 1,273 MiB against 1,478, the check
+# 3-4% slower at 1M and 10M (docs/CHECKERS.md).
 HEAP_POLICY = ("-XX:GCTimeRatio=4", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=40")
 
 DEFAULT_CONF = {
@@ -229,9 +230,9 @@ def fix_mmap_threshold() -> None:
 
     By default glibc serves a freed block's size from its heap from then on
     (its mmap threshold climbs to 32 MB), and a heap gives back only its top:
-    the check's process kept the load's buffers, a per-key pass's Python
-    worker each key's numpy arrays after the key (issue 42, docs/CHECKERS.md).
-    Children read the variable when they start; this process is told directly.
+    a per-key pass's Python worker kept a key's numpy arrays after the key
+    (issue 42, docs/CHECKERS.md). Children read the variable when they start;
+    this process, already started, is told directly.
     """
     os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
     try:
