@@ -61,8 +61,16 @@ def text_log(*steps: str) -> list[str]:
 V2_TEXT = text_log("0:Empty", "0:Ongoing", "1:PrepareCommit", "1:CompleteCommit", "1:Ongoing", "2:PrepareCommit")
 # classic: commits keep the epoch; an init (Empty) and a timed-out abort bump it
 CLASSIC_TEXT = text_log(
-    *("0:Empty", "0:Ongoing", "0:PrepareCommit", "0:CompleteCommit", "0:Ongoing", "1:PrepareAbort", "1:CompleteAbort"),
-    *("2:Empty", "2:Ongoing", "2:PrepareCommit"),
+    "0:Empty",
+    "0:Ongoing",
+    "0:PrepareCommit",
+    "0:CompleteCommit",
+    "0:Ongoing",
+    "1:PrepareAbort",
+    "1:CompleteAbort",
+    "2:Empty",
+    "2:Ongoing",
+    "2:PrepareCommit",
 )
 
 
