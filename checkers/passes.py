@@ -53,7 +53,6 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
-from checkers.spark import may_broadcast
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -456,7 +455,7 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
     parts = []
     if m["info_txn_sends"]:
         info_sends = rows.where(info_send).select("op", "key", "value")
-        hit = read_by_ok(rows, info_sends, m["info_txn_sends"]).select("op").distinct()
+        hit = read_by_ok(rows, info_sends).select("op").distinct()
         parts.append(
             hit.select(
                 F.lit("read_txn").alias("fact"),
@@ -493,17 +492,16 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
     return functools.reduce(DataFrame.unionByName, parts)
 
 
-def read_by_ok(rows: DataFrame, sends: DataFrame, count: int) -> DataFrame:
+def read_by_ok(rows: DataFrame, sends: DataFrame) -> DataFrame:
     """The rows of `sends` (op, key, value) that an `ok` poll of `rows` read,
-    each once. `count`, the sends' rows counted beforehand, decides the plan:
-    when they fit, they are broadcast and the polls stream past them once;
-    else a sort-merge semi join. Neither makes the polls distinct first: a
-    semi join does not need it, and at 10M events of 100-send transactions
-    (issue 42) the torn-transaction finder that did so took 875 s, its tasks
-    seen in a hash aggregation fallen back to sorting its spills."""
+    each once (a sends row is one record). A sort-merge semi join that never
+    makes the polls distinct first: a semi join does not need it, and at 10M
+    events of 100-send transactions (issue 42) the torn-transaction finder
+    that did so took 875 s, its tasks seen in a hash aggregation fallen back
+    to sorting its spills. Broadcasting the sends when counted small was
+    tried and dropped: on the 10M txn shape it raised the peak over 2.5 GB
+    and on one run each was slower than this plan (149.9 s against 143.5 s)."""
     polls = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value")
-    if may_broadcast(rows.sparkSession, count):
-        return polls.join(F.broadcast(sends), ["key", "value"]).select("op", "key", "value").distinct()
     return sends.join(polls, ["key", "value"], "left_semi").select("op", "key", "value")
 
 

@@ -63,7 +63,7 @@ def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read."""
     sends = where_in(t.rows.where(F.col("kind") == SEND_ROW), "op", ops).select("op", "key", "value")
     found: dict = {}
-    for row in passes.read_by_ok(t.rows, sends, sends.count()).collect():
+    for row in passes.read_by_ok(t.rows, sends).collect():
         found.setdefault(row["op"], set()).add(row["value"])
     return found
 
