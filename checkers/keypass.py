@@ -781,11 +781,23 @@ class KeyPass:
         phi = np.where(commit != NULL, committed, np.where(reading, done, start))
         return 2 * phi
 
-    def _graph(self, with_nodes: bool = True):
+    def _graph(self, with_nodes: bool = True, spans: bool = False):
         """Writer and reader nodes with their potential, uncompressed and compressed edges
         (nodes: None unless `with_nodes`). Each temporary goes as soon as it is dead:
-        the graph's arrays are the pass's peak on a large key (issue 42)."""
+        the graph's arrays are the pass's peak on a large key (issue 42). With
+        `spans`, each part of the edges is made into its SPAN rows as soon as
+        it is built and goes (edges and compressed come back None): the main
+        pass needs no more of them, and the uncompressed edges, held through
+        the compressed ones' making, were most of the peak."""
         c = self.c
+        edges, compressed = [], []  # parts (src, dst, kind, key, src_phi, dst_phi)
+
+        def put(into: list, part: tuple, component: int | None):
+            if spans:
+                self._spans(part, component)
+            else:
+                into.append(part)
+
         writers = np.flatnonzero(self.must)
         per_send = ~self.txn[writers] & (c["n_sends"][writers] >= 2)
         w_node = c["op"][writers] * NODE_SHIFT + np.where(per_send, c["mop_index"][writers] + 1, 0)
@@ -805,7 +817,6 @@ class KeyPass:
         del keep
         r_kv = self.kv[reads]
         r_key = c["key"][reads]
-        edges = []  # (src, dst, kind, key, src_phi, dst_phi)
         # ww: the key's chain of placed writers, by position then node
         placed = np.flatnonzero(w_pos != NULL)
         chain = placed[order(w_key[placed], w_pos[placed], w_node[placed])]
@@ -814,13 +825,13 @@ class KeyPass:
         j_node = w_node[chain]
         chain_phi = w_phi[chain]
         nxt = np.flatnonzero(previous_in_group(chain_key))
-        edges.append((j_node[nxt - 1], j_node[nxt], WW, chain_key[nxt], chain_phi[nxt - 1], chain_phi[nxt]))
+        put(edges, (j_node[nxt - 1], j_node[nxt], WW, chain_key[nxt], chain_phi[nxt - 1], chain_phi[nxt]), S_WW)
         del nxt
         # wr: writer -> every ok reader of its value
         wi, rj = join(w_kv, r_kv)
-        edges.append((w_node[wi], r_node[rj], WR, r_key[rj], w_phi[wi], r_phi[rj]))
+        put(edges, (w_node[wi], r_node[rj], WR, r_key[rj], w_phi[wi], r_phi[rj]), S_WR)
         del wi, rj
-        edges = _stack(edges)
+        edges = None if spans else _stack(edges)
         # compressed: junctions only. A node with one record in one chain and
         # no read sits on that chain between its neighbours and nothing else:
         # a node that writes two records (two keys, or one key twice) or that
@@ -828,7 +839,6 @@ class KeyPass:
         records = np.where(per_send, 1, c["n_sends"][writers])
         junction = (records >= 2) | w_reads
         del records, per_send, w_reads
-        compressed = []
         chain_junction = junction[chain]
         group_start = starts(chain_key)
         jr = (c["n_sends"][reads] >= 1) & (self.txn[reads] | (c["n_sends"][reads] == 1))
@@ -848,8 +858,10 @@ class KeyPass:
         next_j = fill_backward_after(j_node, chain_junction, group_start)
         next_j_phi = fill_backward_after(chain_phi, chain_junction, group_start)
         has_next = chain_junction & (next_j != NULL)
-        compressed.append(
-            (j_node[has_next], next_j[has_next], WW, chain_key[has_next], chain_phi[has_next], next_j_phi[has_next])
+        put(
+            compressed,
+            (j_node[has_next], next_j[has_next], WW, chain_key[has_next], chain_phi[has_next], next_j_phi[has_next]),
+            S_CWW,
         )
         del next_j, next_j_phi, has_next, chain_key
         owner = fill_forward(j_node, chain_junction, group_start)
@@ -869,9 +881,9 @@ class KeyPass:
         o_owner = o_owner[oi]
         kinds = np.where(o_owner == o_node[oi], WR, WW | WR)
         del o_node
-        compressed.append((o_owner, jr_node[rj], kinds, jr_key[rj], o_phi[oi], jr_phi[rj]))
+        put(compressed, (o_owner, jr_node[rj], kinds, jr_key[rj], o_phi[oi], jr_phi[rj]), None)
         del o_owner, kinds, oi, rj, o_phi, jr_node, jr_key, jr_phi
-        compressed = _stack(compressed)
+        compressed = None if spans else _stack(compressed)
         nodes = None
         if with_nodes:
             nodes = (
@@ -881,26 +893,27 @@ class KeyPass:
             )
         return edges, compressed, nodes
 
+    def _spans(self, part: tuple, component: int | None):
+        """SPAN rows of one part of the edges: each edge that does not go
+        forward in time (its target's potential at most its source's, no
+        self-loop), as the interval it spans. `component` None: a compressed
+        part of mixed kinds, its WR edges S_CWR and the rest S_CWW."""
+        src, dst, kind, _key, src_phi, dst_phi = part
+        chosen = (dst_phi <= src_phi) & (src != dst)
+        if component is None:
+            wr = kind == WR
+            pieces = ((S_CWR, chosen & wr), (S_CWW, chosen & ~wr))
+        else:
+            pieces = ((component, chosen),)
+        for name, rows in pieces:
+            n = int(rows.sum())
+            self.out.add(SPAN, n, a=np.full(n, name), b=dst_phi[rows], c=src_phi[rows])
+
     def cycles(self, spans_only: bool):
-        edges, compressed, nodes = self._graph(with_nodes=not spans_only)
         if spans_only:
-            for component, graph, kinds in (
-                (S_WW, edges, WW),
-                (S_WR, edges, WR),
-                (S_CWR, compressed, WR),
-                (S_CWW, compressed, None),
-            ):
-                src, dst, kind, key, src_phi, dst_phi = graph
-                chosen = (dst_phi <= src_phi) & (src != dst)
-                chosen &= (kind == kinds) if kinds is not None else (kind != WR)
-                self.out.add(
-                    SPAN,
-                    int(chosen.sum()),
-                    a=np.full(int(chosen.sum()), component),
-                    b=dst_phi[chosen],
-                    c=src_phi[chosen],
-                )
+            self._graph(with_nodes=False, spans=True)
             return
+        edges, compressed, nodes = self._graph()
         intervals = self.p.intervals
         for family, graph, kinds in (
             (I_CWR, compressed, (WR,)),

@@ -16,6 +16,7 @@ which transactions a newer instance fenced, which groups copy).
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import replace
@@ -97,14 +98,17 @@ def _input_expressions() -> list[str]:
     def filled(name, alias=None):
         return f"coalesce(cast(`{name}` as bigint), {NULL}L) as `{alias or name}`"
 
+    # The flags (kind, is_txn, tcode, reads) are only ever compared: one byte
+    # each, where eight took 28 of the 152 bytes a row the pass holds
+    # throughout (issue 42: a long-transaction key of 7.8M rows).
     return [
         "key",
-        "cast(kind as bigint) as kind",
+        "cast(kind as tinyint) as kind",
         filled("op"),
         filled("mop_index"),
         filled("pid"),
-        "cast(is_txn as bigint) as is_txn",
-        "cast(tcode as bigint) as tcode",
+        "cast(is_txn as tinyint) as is_txn",
+        "cast(tcode as tinyint) as tcode",
         filled("value"),
         filled("offset"),
         filled("from_key"),
@@ -116,7 +120,7 @@ def _input_expressions() -> list[str]:
         filled("seg"),
         filled("n_sends"),
         filled("n_send_keys"),
-        "coalesce(cast(reads as bigint), 0L) as reads",
+        "coalesce(cast(reads as tinyint), 0Y) as reads",
     ]
 
 
@@ -377,68 +381,68 @@ def duration_s(t: Tables) -> float:
     return max(0.0, (m["last_time"] - min(0, m["first_time"])) / 1e9)
 
 
+# What the cross-key facts read of the stored table (docs/CHECKERS.md).
+FACT_COLUMNS = (
+    "kind",
+    "op",
+    "tcode",
+    "is_txn",
+    "key",
+    "value",
+    "f",
+    "type",
+    "txn_id",
+    "producer_id",
+    "epoch",
+    "own_producer_id",
+    "own_epoch",
+    "complete_time",
+    "commit_time",
+    "gid",
+    "group",
+    "from_key",
+)
+
+
 def cross_key_facts(t: Tables) -> dict:
-    """What the pass of one key needs to know from other keys and ops, in one
-    small job (skipped when the load saw nothing it could be about):
+    """What the pass of one key needs to know from other keys and ops
+    (nothing is read when the load saw nothing it could be about):
     - read_txns: `info` transactions of which some send was read by an `ok`
       op (all their sends must have happened);
     - fenced: transactions a newer instance of their transactional.id had
       initialised before they committed (zombie-write candidates);
     - copier_groups: groups whose ops derive outputs (sends with `from`)
       and that commit offsets in `ok` ops, inside their transactions or as
-      `commit` ops (consume-transform-produce)."""
-    m, rows = t.metrics, t.rows
-    parts = []
+      `commit` ops (consume-transform-produce).
+
+    The rows these read are first stored apart, narrow, by one scan of the
+    table: each part's joins and windows read that, where each used to read
+    the whole table (issue 42: nine scans of it on the 10M txn shape)."""
+    m, kind = t.metrics, F.col("kind")
+    ok_poll = (kind == POLL_ROW) & (F.col("tcode") == OK_CODE)
+    info_send = (kind == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn")
+    txn_or_init = (kind == OP_ROW) & F.col("f").isin(INIT, TXN)
+    ok_commit = (kind == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull()
+    deriving = (kind == SEND_ROW) & F.col("from_key").isNotNull()
+    named = (kind == OP_ROW) & F.col("gid").isNotNull()
+    wanted = []
     if m["info_txn_sends"]:
-        info_sends = rows.where((F.col("kind") == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn"))
-        ok_reads = (
-            rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
-        )
-        hit = info_sends.join(ok_reads, ["key", "value"], "left_semi").select("op").distinct()
-        parts.append(
-            hit.select(
-                F.lit("read_txn").alias("fact"),
-                F.col("op").alias("a"),
-                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                F.lit(None).cast("string").alias("s"),
-            )
-        )
+        wanted += [info_send, ok_poll]
     if m["ok_inits"]:
-        parts.append(
-            _fenced(t).select(
-                F.lit("fenced").alias("fact"),
-                F.col("op").alias("a"),
-                F.col("init_op").alias("b"),
-                F.col("commit_time").alias("c"),
-                F.lit(None).cast("long").alias("d"),
-                F.col("type").alias("s"),
-            )
-        )
+        wanted.append(txn_or_init)
     if m["derived_sends"] and m["ok_commits"]:
-        committing = (
-            rows.where((F.col("kind") == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull())
-            .select("gid")
-            .distinct()
-        )
-        deriving = rows.where((F.col("kind") == SEND_ROW) & F.col("from_key").isNotNull()).select("gid").distinct()
-        # Key rows carry the group's hash; its name is on the op rows.
-        names = rows.where((F.col("kind") == OP_ROW) & F.col("gid").isNotNull()).select("group", "gid").distinct()
-        copiers = committing.join(deriving, "gid", "left_semi").join(names, "gid")
-        parts.append(
-            copiers.select(
-                F.lit("copier").alias("fact"),
-                F.col("gid").alias("a"),
-                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                F.col("group").alias("s"),
-            )
-        )
+        wanted += [ok_commit, deriving, named]
     facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}
-    if not parts:
+    if not wanted:
         return facts
-    union = parts[0]
-    for part in parts[1:]:
-        union = union.unionByName(part)
-    for row in union.collect():
+    rows = stored_rows(t.rows.where(functools.reduce(lambda a, b: a | b, wanted)).select(*FACT_COLUMNS), t.storage)
+    try:
+        rows.count()  # stores it, once, before the parts read it at once
+        union = _fact_rows(rows, m, ok_poll, info_send, ok_commit, deriving, named)
+        collected = union.collect()
+    finally:
+        free_rows(rows)
+    for row in collected:
         if row["fact"] == "read_txn":
             facts["read_txns"].add(row["a"])
         elif row["fact"] == "fenced":
@@ -449,7 +453,62 @@ def cross_key_facts(t: Tables) -> dict:
     return facts
 
 
-def _fenced(t: Tables) -> DataFrame:
+def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving, named) -> DataFrame:
+    """The facts of `cross_key_facts` as one frame (fact, a, b, c, d, s)."""
+    parts = []
+    if m["info_txn_sends"]:
+        info_sends = rows.where(info_send).select("op", "key", "value")
+        hit = read_by_ok(rows, info_sends).select("op").distinct()
+        parts.append(
+            hit.select(
+                F.lit("read_txn").alias("fact"),
+                F.col("op").alias("a"),
+                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                F.lit(None).cast("string").alias("s"),
+            )
+        )
+    if m["ok_inits"]:
+        parts.append(
+            _fenced(rows.where(F.col("kind") == OP_ROW)).select(
+                F.lit("fenced").alias("fact"),
+                F.col("op").alias("a"),
+                F.col("init_op").alias("b"),
+                F.col("commit_time").alias("c"),
+                F.lit(None).cast("long").alias("d"),
+                F.col("type").alias("s"),
+            )
+        )
+    if m["derived_sends"] and m["ok_commits"]:
+        committing = rows.where(ok_commit).select("gid").distinct()
+        deriving_groups = rows.where(deriving).select("gid").distinct()
+        # Key rows carry the group's hash; its name is on the op rows.
+        names = rows.where(named).select("group", "gid").distinct()
+        copiers = committing.join(deriving_groups, "gid", "left_semi").join(names, "gid")
+        parts.append(
+            copiers.select(
+                F.lit("copier").alias("fact"),
+                F.col("gid").alias("a"),
+                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
+                F.col("group").alias("s"),
+            )
+        )
+    return functools.reduce(DataFrame.unionByName, parts)
+
+
+def read_by_ok(rows: DataFrame, sends: DataFrame) -> DataFrame:
+    """The rows of `sends` (op, key, value) that an `ok` poll of `rows` read,
+    each once (a sends row is one record). A sort-merge semi join that never
+    makes the polls distinct first: a semi join does not need it, and at 10M
+    events of 100-send transactions (issue 42) the torn-transaction finder
+    that did so took 875 s, its tasks seen in a hash aggregation fallen back
+    to sorting its spills. Broadcasting the sends when counted small was
+    tried and dropped: on the 10M txn shape it raised the peak over 2.5 GB
+    and on one run each was slower than this plan (149.9 s against 143.5 s)."""
+    polls = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value")
+    return sends.join(polls, ["key", "value"], "left_semi").select("op", "key", "value")
+
+
+def _fenced(ops: DataFrame) -> DataFrame:
     """Transactions of an older epoch whose commit came after a newer
     instance's `init` completed `ok` (one row each, the earliest such init).
 
@@ -467,8 +526,9 @@ def _fenced(t: Tables) -> DataFrame:
     pairing each transaction with every init of its id grew with their
     product (issue 42: 25 billion pairs at 10M events of a history that
     re-initialises after each `info` transaction).
+
+    `ops`: op rows with the columns of FACT_COLUMNS.
     """
-    ops = t.ops
     inits = ops.where(
         (F.col("f") == INIT)
         & (F.col("type") == OK)

@@ -16,7 +16,7 @@ from checkers.history_format import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
 from checkers.load import Tables
 from checkers.spark import where_in
-from checkers.table_format import OK_CODE, POLL_ROW, SEND_ROW
+from checkers.table_format import SEND_ROW
 
 NAMES = ("torn-transaction", "zombie-write")
 
@@ -61,12 +61,9 @@ def torn_transactions(t: Tables) -> list[tuple]:
 
 def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read."""
-    rows = t.rows
-    sends = rows.where(F.col("kind") == SEND_ROW)
-    sends = where_in(sends, "op", ops)
-    reads = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value").distinct()
+    sends = where_in(t.rows.where(F.col("kind") == SEND_ROW), "op", ops).select("op", "key", "value")
     found: dict = {}
-    for row in sends.select("op", "key", "value").join(reads, ["key", "value"], "left_semi").collect():
+    for row in passes.read_by_ok(t.rows, sends).collect():
         found.setdefault(row["op"], set()).add(row["value"])
     return found
 

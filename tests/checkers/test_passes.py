@@ -132,3 +132,44 @@ def test_the_main_pass_finds_the_same_rows_whatever_keys_a_task_runs_at_once(spa
         assert rows(400) == whole  # a few small keys at once, big ones alone
     finally:
         t.release()
+
+
+@pytest.mark.spark
+def test_the_main_pass_spans_equal_those_of_the_whole_graph_and_its_flags_come_as_bytes(spark, tmp_path):
+    """The main pass makes each part of the graph's edges into SPAN rows as
+    it goes (KeyPass._graph with spans): the same rows as the definition over
+    the whole graph, its edges stacked (docs/CHECKERS.md, cycles)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from checkers.keypass import S_CWR, S_CWW, S_WR, S_WW, SPAN, WR, WW, KeyPass
+    from checkers.load import load
+    from checkers.table_format import KEY_KINDS
+
+    assert "G1c" in generate("longtxn", tmp_path, 6000)["planted"]
+    t = load(tmp_path, spark)
+    try:
+        params = passes.main_params(t)
+        table = t.rows.where(F.col("kind").isin(*KEY_KINDS)).selectExpr(*passes.INPUT_EXPRESSIONS).toArrow()
+        columns = {name: table.column(name).to_numpy() for name in INPUT_COLUMNS}
+    finally:
+        t.release()
+    assert {columns[name].dtype for name in ("kind", "is_txn", "tcode", "reads")} == {np.dtype(np.int8)}
+    streamed = Counter()
+    for part in KeyPass(columns, params).run().parts:
+        if part["tag"][0] == SPAN:
+            streamed.update(zip(part["a"].tolist(), part["b"].tolist(), part["c"].tolist()))
+    edges, compressed, _ = KeyPass(columns, params)._graph(with_nodes=False)
+    expected = Counter()
+    for component, graph, wanted in (
+        (S_WW, edges, WW),
+        (S_WR, edges, WR),
+        (S_CWR, compressed, WR),
+        (S_CWW, compressed, None),
+    ):
+        src, dst, kind, _key, src_phi, dst_phi = graph
+        chosen = (dst_phi <= src_phi) & (src != dst) & ((kind == wanted) if wanted is not None else (kind != WR))
+        expected.update((component, b, c) for b, c in zip(dst_phi[chosen].tolist(), src_phi[chosen].tolist()))
+    assert streamed == expected
+    assert {component for component, _b, _c in expected} >= {S_WR}  # the planted cycle's backward read

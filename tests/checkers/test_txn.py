@@ -73,6 +73,30 @@ def test_zombie_epoch_taken_from_the_process_last_init(spark, tmp_path, write_ru
     assert [(r["key"], r["value"], r["ops"]) for r in zombies] == [(0, 1, [5, 3])]
 
 
+def test_cross_key_facts_come_from_a_table_they_free(spark, tmp_path, write_run):
+    """The facts read one narrow table of the rows they need, stored for
+    them alone: what they find is the read info transaction and its fencing,
+    and nothing of theirs stays stored after."""
+    from checkers import passes
+
+    events = flatten(
+        init(0, 0),
+        init(4, 1),
+        op(0, "txn", [send(0, 1), send(1, 2)], type="info", txn_id="a", commit_time=4500),
+        op(1, "poll", [poll(0, 0, 1)]),
+    )
+    t = load(write_run(tmp_path, events), spark)
+    try:
+        stored = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+        facts = passes.cross_key_facts(t)
+        assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) == stored
+    finally:
+        t.release()
+    assert facts["read_txns"] == {5}
+    assert [(f["op"], f["init_op"], f["commit_time"], f["type"]) for f in facts["fenced"]] == [(5, 3, 4500, "info")]
+    assert facts["copier_groups"] == set()
+
+
 def test_unread_info_zombie_is_no_zombie(spark, tmp_path, write_run):
     events = flatten(
         init(0, 0),
@@ -107,7 +131,6 @@ def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
     random ops (epochs going up and down, producer ids known or not, equal
     times) it must find exactly the pairs the definition does."""
     import random
-    from types import SimpleNamespace
 
     from checkers import passes
     from checkers.load import OP_COLUMNS
@@ -140,10 +163,29 @@ def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
         [{k: v for k, v in r.items() if k not in ("auto", "keys", "rebalance", "cut_short", "reads")} for r in rows_],
         schema,
     )
-    found = {
-        (r["op"], r["type"], r["commit_time"], r["init_op"])
-        for r in passes._fenced(SimpleNamespace(ops=frame)).collect()
-    }
+    found = {(r["op"], r["type"], r["commit_time"], r["init_op"]) for r in passes._fenced(frame).collect()}
     expected = _pairwise_fenced(inits, txns)
     assert expected, "the random ops hold fenced transactions"
     assert found == expected
+
+
+def test_read_by_ok_finds_each_read_send_once(spark):
+    """A send read twice comes back once; a send read only by a failed poll,
+    or not at all, does not come back."""
+    from checkers import passes
+    from checkers.table_format import FAIL_CODE, OK_CODE, POLL_ROW, SEND_ROW
+
+    rows = spark.createDataFrame(
+        [
+            (POLL_ROW, OK_CODE, 0, 1),
+            (POLL_ROW, OK_CODE, 0, 1),  # the same record read again
+            (POLL_ROW, OK_CODE, 1, 2),
+            (POLL_ROW, FAIL_CODE, 2, 3),  # read only by a failed poll
+            (SEND_ROW, OK_CODE, 0, 1),  # a send row is no read
+            (SEND_ROW, OK_CODE, 3, 4),
+        ],
+        "kind int, tcode int, key long, value long",
+    )
+    sends = spark.createDataFrame([(7, 0, 1), (7, 1, 2), (8, 2, 3), (9, 3, 4)], "op long, key long, value long")
+    found = sorted(tuple(r) for r in passes.read_by_ok(rows, sends).collect())
+    assert found == [(7, 0, 1), (7, 1, 2)]
