@@ -141,10 +141,11 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
 
 
 # A task of the main pass runs it on at most this many rows at once: whole
-# keys, and a key with more rows alone. The pass's arrays take about 200
-# bytes a row on top of its input's 152: a task of 10M-event eos that held
-# two keys of about 900,000 rows each held both keys' input and arrays at
-# once (issue 42: 1 GB per Python worker, against 0.45 GB one key at a time).
+# keys, and a key with more rows alone. The pass's arrays took about 200
+# bytes a row on top of its input's 152 (150 over 124 since its spans are
+# made part by part and its flags are bytes): a task of 10M-event eos that
+# held two keys of about 900,000 rows each held both keys' input and arrays
+# at once (issue 42: 1 GB per Python worker, against 0.45 GB one key at a time).
 KEY_CHUNK_ROWS = 1 << 19
 # Modes whose every output row belongs to one key (so a task may run them a
 # few keys at a time): the cycle mode's NODE and ROUTE rows are distinct per
