@@ -87,9 +87,14 @@ def test_cross_key_facts_come_from_a_table_they_free(spark, tmp_path, write_run)
     )
     t = load(write_run(tmp_path, events), spark)
     try:
+        t.rows.count()  # the checkpoint is stored by its first job
+        own = t.rows._jdf.queryExecution().analyzed().rdd().id()
         stored = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
         facts = passes.cross_key_facts(t)
-        assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) == stored
+        after = set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+        # Spark's cleaner may free an earlier test's dropped table meanwhile
+        # (CI saw one go), so: nothing new stays, and the run's own table does.
+        assert own in stored and own in after and after <= stored
     finally:
         t.release()
     assert facts["read_txns"] == {5}
