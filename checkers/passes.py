@@ -45,6 +45,8 @@ from checkers.keypass import (
     LAG,
     LATE,
     NAMED,
+    NODE,
+    ROUTE,
     SPAN,
     TALLY,
     TORN,
@@ -129,8 +131,8 @@ INPUT_EXPRESSIONS = _input_expressions()
 
 def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFrame:
     """The pass's output rows (OUTPUT_SCHEMA) over every key, or only `keys`.
-    The main pass's rows come to each task sorted by key, which runs the
-    pass on a few whole keys at a time as their rows arrive."""
+    The rows of the main and cycle modes come to each task sorted by key,
+    which runs the pass on a few whole keys at a time as their rows arrive."""
     rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
     if keys is not None:
         rows = rows.where(F.col("key").isin(list(keys)))
@@ -140,17 +142,20 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     return rows.sortWithinPartitions("key").mapInArrow(_runner(params, KEY_CHUNK_ROWS), OUTPUT_SCHEMA)
 
 
-# A task of the main pass runs it on at most this many rows at once: whole
+# A task of the main or cycle pass runs it on at most this many rows at once: whole
 # keys, and a key with more rows alone. The pass's arrays took about 200
 # bytes a row on top of its input's 152 (150 over 124 since its spans are
 # made part by part and its flags are bytes): a task of 10M-event eos that
 # held two keys of about 900,000 rows each held both keys' input and arrays
 # at once (issue 42: 1 GB per Python worker, against 0.45 GB one key at a time).
 KEY_CHUNK_ROWS = 1 << 19
-# Modes whose every output row belongs to one key (so a task may run them a
-# few keys at a time): the cycle mode's NODE and ROUTE rows are distinct per
-# task, not per key.
-PER_KEY_MODES = ("main",)
+# Modes a task may run a few keys at a time. The cycle mode's NODE and
+# ROUTE rows are distinct per task, not per key, so its runner keeps each
+# once across the chunks (_unseen): one key of 7.8M rows, run whole with the
+# task's others, held the 10M long-transaction workers' peak (issue 42).
+PER_KEY_MODES = ("main", "cycles")
+# The rows the cycle mode makes per task, not per key, and the columns that name one.
+TASK_DISTINCT = {NODE: ("a", "d"), ROUTE: ("a",)}
 
 
 def _runner(params: Params, most: int | None = None):
@@ -161,9 +166,12 @@ def _runner(params: Params, most: int | None = None):
         # freed: the load's parse left about 300 MiB in each worker (issue 42).
         pa.default_memory_pool().release_unused()
         found = []  # the anomaly parts, for the partition's examples
+        seen = {tag: np.empty(0, dtype=np.int64) for tag in TASK_DISTINCT} if most else None
         for chunk in streamed_key_chunks(batches, most) if most else _whole(batches):
             parts = KeyPass(chunk, params).run().parts
             del chunk  # else it lives on while the next key's rows come in
+            if seen is not None:
+                parts = [kept for part in parts if (kept := _unseen(seen, part)) is not None]
             if params.examples:
                 found += [part for part in parts if part["tag"][0] == ANOMALY]
             for part in parts:
@@ -174,6 +182,26 @@ def _runner(params: Params, most: int | None = None):
                 yield _batch(part)
 
     return run
+
+
+def _unseen(seen: dict[int, np.ndarray], part: dict) -> dict | None:
+    """The part without the task-distinct rows (TASK_DISTINCT) an earlier
+    chunk of the task already gave, and `seen` grown by its new ones; any
+    other part as it is. None when nothing of it is new."""
+    names = TASK_DISTINCT.get(int(part["tag"][0]))
+    if names is None:
+        return part
+    # NODE's d is an interval set (0..3) and its a a node id (op << 20 | sub), so a * 4 + d names one.
+    code = part[names[0]] * 4 + part["d"] if len(names) == 2 else part[names[0]]
+    new = ~np.isin(code, seen[int(part["tag"][0])])
+    if not new.any():
+        return None
+    seen[int(part["tag"][0])] = np.union1d(seen[int(part["tag"][0])], code[new])
+    if new.all():
+        return part
+    kept = {name: (value[new] if isinstance(value, np.ndarray) else value) for name, value in part.items()}
+    kept["n"] = int(new.sum())
+    return kept
 
 
 def _whole(batches):

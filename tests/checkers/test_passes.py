@@ -173,3 +173,72 @@ def test_the_main_pass_spans_equal_those_of_the_whole_graph_and_its_flags_come_a
         expected.update((component, b, c) for b, c in zip(dst_phi[chosen].tolist(), src_phi[chosen].tolist()))
     assert streamed == expected
     assert {component for component, _b, _c in expected} >= {S_WR}  # the planted cycle's backward read
+
+
+def _part(tag: int, **columns) -> dict:
+    n = len(next(iter(columns.values())))
+    part = {"tag": np.full(n, tag, dtype=np.int32), "name": None, "n": n, "lists": {}}
+    for column in ("key", "value", "offset", "time", "a", "b", "c", "d"):
+        part[column] = np.array(columns.get(column, [-1] * n), dtype=np.int64)
+    return part
+
+
+def test_unseen_keeps_a_node_or_route_once_per_task_and_other_rows_as_they_are():
+    from checkers.keypass import EDGE, NODE, ROUTE
+
+    seen = {tag: np.empty(0, dtype=np.int64) for tag in passes.TASK_DISTINCT}
+    first = passes._unseen(seen, _part(NODE, a=[10, 11], b=[1, 1], d=[2, 3]))
+    assert first["n"] == 2
+    # node 10 again in set 2 is old; in set 3 it is new, as is node 12
+    second = passes._unseen(seen, _part(NODE, a=[10, 10, 12], b=[1, 1, 2], d=[2, 3, 3]))
+    assert (second["n"], second["a"].tolist(), second["d"].tolist(), second["b"].tolist()) == (
+        2,
+        [10, 12],
+        [3, 3],
+        [1, 2],
+    )
+    assert passes._unseen(seen, _part(NODE, a=[10, 11], b=[1, 1], d=[2, 3])) is None
+    assert passes._unseen(seen, _part(ROUTE, a=[5, 6]))["n"] == 2
+    assert passes._unseen(seen, _part(ROUTE, a=[6])) is None
+    edges = _part(EDGE, key=[1, 1], a=[10, 10], b=[11, 11], c=[1, 1], d=[3, 3])
+    assert passes._unseen(seen, edges) is edges  # an edge is a key's own: repeats are kept
+
+
+@pytest.mark.spark
+def test_the_cycle_pass_key_by_key_finds_the_same_rows_as_a_task_at_once(spark, tmp_path, monkeypatch):
+    """The cycle mode runs a task's keys a chunk at a time, as the main pass
+    does; with its nodes and routes kept once per task, its rows are those of
+    the task's keys run at once, every interval set wide open."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from checkers.keypass import EDGE, I_ALL, I_C, I_CWR, I_WR, NODE, ROUTE, Params
+    from checkers.load import load
+    from checkers.table_format import KEY_KINDS
+
+    generate("longtxn", tmp_path, 6000)
+    t = load(tmp_path, spark)
+    try:
+        everything = (np.array([-(1 << 62)]), np.array([1 << 62]))
+        params = Params(
+            mode="cycles",
+            read_txns=passes.main_params(t).read_txns,
+            intervals={family: everything for family in (I_CWR, I_C, I_WR, I_ALL)},
+            wide=everything,
+        )
+
+        def rows(most):
+            monkeypatch.setattr(passes, "KEY_CHUNK_ROWS", most)
+            return Counter(map(repr, passes.key_pass(t, params).toArrow().to_pylist()))
+
+        at_once = t.rows.where(F.col("kind").isin(*KEY_KINDS)).selectExpr(*passes.INPUT_EXPRESSIONS)
+        at_once = Counter(
+            map(repr, at_once.mapInArrow(passes._runner(params), passes.OUTPUT_SCHEMA).toArrow().to_pylist())
+        )
+        tags = Counter(int(row.split("'tag': ")[1].split(",")[0]) for row in at_once.elements())
+        assert tags[EDGE] > 100 and tags[NODE] > 100 and tags[ROUTE] > 0
+        assert rows(1) == at_once  # one key at a time
+        assert rows(1 << 30) == at_once
+    finally:
+        t.release()
