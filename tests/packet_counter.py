@@ -23,12 +23,18 @@ class PacketCounter:
 
     ports: TCP destination ports only (None: every packet to the addresses);
     new_only: only packets that open a connection (conntrack NEW), so the
-    keepalives of connections this test process already holds do not count."""
+    keepalives of connections this test process already holds do not count;
+    gid: only packets of sockets of processes running with that group id
+    (`subprocess.run(..., group=gid)`), so a reconnect of a client an earlier
+    test left in this process does not count either (one did, once)."""
 
-    def __init__(self, addresses: list[str], ports: list[int] | None = None, new_only: bool = False):
+    def __init__(
+        self, addresses: list[str], ports: list[int] | None = None, new_only: bool = False, gid: int | None = None
+    ):
         self.addresses = list(dict.fromkeys(addresses))
         self.ports = sorted(set(ports)) if ports else None
         self.new_only = new_only
+        self.gid = gid
         self.tag = f"gregor-test-count-{os.getpid()}-{next(_serial)}"
         self._rules: list[tuple[str, list[str]]] = []
 
@@ -38,6 +44,8 @@ class PacketCounter:
             spec += ["-p", "tcp", "-m", "multiport", "--dports", ",".join(map(str, self.ports))]
         if self.new_only:
             spec += ["-m", "conntrack", "--ctstate", "NEW"]
+        if self.gid is not None:
+            spec += ["-m", "owner", "--gid-owner", str(self.gid)]
         return [*spec, "-m", "comment", "--comment", self.tag]
 
     def __enter__(self) -> "PacketCounter":
