@@ -9,6 +9,7 @@ longer ones).
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -308,8 +309,48 @@ def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path
     run_dir, _, _, _ = gregor_run(lab, tmp_path, workload, *extra, seconds=10)
     results = check_dir(run_dir, progress=lambda message: None)
     bad = {name: entry for name, entry in results["anomalies"].items() if not entry["allowed"]}
+    stale = stale_fetches(run_dir)
+    if set(bad) == {"eos-duplicate"} and explained_by(bad["eos-duplicate"]["examples"], stale, run_dir):
+        # The run's verdict stands (the inputs were copied twice); the cause is the client's, not ours.
+        pytest.xfail("librdkafka fetched an unassigned partition and delivered it after reassignment: " + stale[0][2])
     assert bad == {}, json.dumps(bad)[:3000] + start_offsets(run_dir)
     assert results["verdict"] == "valid", results.get("verdict_reasons")
+
+
+FETCH_START = re.compile(r"Partition (\S+) \[(\d+)\] start fetching at offset (\d+)")
+PARTITION_ADD = re.compile(r"(?:Starting pending assigned partition|PARTADD\|.*: add) (\S+) \[(\d+)\]")
+PARTITION_REMOVE = re.compile(r"Removing (\S+) \[(\d+)\] from assignment")
+
+
+def stale_fetches(run_dir) -> list[tuple[tuple[str, int], int, str]]:
+    """((topic, partition), offset, line) of each fetch a consumer started for
+    a partition outside its assignment (after librdkafka removed it, before
+    it was added again), from librdkafka's cgrp,consumer debug log (README,
+    "Known limits": such a fetch's records reached a copier after the
+    partition came back to it at its committed offset)."""
+    found = []
+    for log in sorted(glob.glob(os.path.join(run_dir, "clients", "*.log"))):
+        assigned = set()
+        with open(log, errors="replace") as handle:
+            for line in handle:
+                if added := PARTITION_ADD.search(line):
+                    assigned.add((added[1], int(added[2])))
+                elif removed := PARTITION_REMOVE.search(line):
+                    assigned.discard((removed[1], int(removed[2])))
+                elif (fetch := FETCH_START.search(line)) and (fetch[1], int(fetch[2])) not in assigned:
+                    where = os.path.basename(log) + ": " + line.strip()
+                    found.append(((fetch[1], int(fetch[2])), int(fetch[3]), where))
+    return found
+
+
+def explained_by(examples: list[dict], stale: list, run_dir) -> bool:
+    """Every example input copied twice sits at or after a stale fetch's offset of its own partition."""
+    with open(os.path.join(run_dir, "test.json")) as handle:
+        partition_of = {int(key): (tp[0], int(tp[1])) for key, tp in json.load(handle)["keys"].items()}
+    return bool(examples) and all(
+        any(tp == partition_of.get(example["key"]) and offset <= example["offset"] for tp, offset, _ in stale)
+        for example in examples
+    )
 
 
 def start_offsets(run_dir) -> str:
@@ -324,3 +365,27 @@ def start_offsets(run_dir) -> str:
                 if "back to pending list" in line or "offset reset" in line
             ]
     return ("\n" + "\n".join(found[-40:])) if found else ""
+
+
+def test_a_fetch_outside_the_assignment_explains_only_duplicates_at_or_after_it(tmp_path):
+    """librdkafka's own lines (2026-11-30, trimmed): partition 1 was started,
+    removed, then fetched from offset 0 while unassigned; partition 2 was
+    fetched only while assigned."""
+    topic = "g-in0"
+    lines = [
+        f"%7|1.0|SRVPEND|c#consumer-1| [thrd:main]: Starting pending assigned partition {topic} [1] at offset INVALID",
+        f"%7|1.0|SRVPEND|c#consumer-1| [thrd:main]: Starting pending assigned partition {topic} [2] at offset 205",
+        f"%7|1.0|FETCH|c#consumer-1| [thrd:main]: Partition {topic} [2] start fetching at offset 205 (leader epoch -1)",
+        f"%7|1.1|REMOVE|c#consumer-1| [thrd:main]: Removing {topic} [1] from assignment (started=true, wait_stop=true)",
+        f"%7|1.6|FETCH|c#consumer-1| [thrd:main]: Partition {topic} [1] start fetching at offset 0 (leader epoch 0)",
+        f'%7|9.0|PARTADD|c#consumer-1| [thrd:main]: Group "g": add {topic} [1]',
+        f"%7|9.0|FETCH|c#consumer-1| [thrd:main]: Partition {topic} [1] start fetching at offset 220 (leader epoch -1)",
+    ]
+    (tmp_path / "clients").mkdir()
+    (tmp_path / "clients" / "client-3.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "test.json").write_text(json.dumps({"keys": {"1": [topic, 1], "2": [topic, 2]}}))
+    stale = stale_fetches(tmp_path)
+    assert [(tp, offset) for tp, offset, _ in stale] == [((topic, 1), 0)]
+    assert explained_by([{"key": 1, "offset": 0}, {"key": 1, "offset": 9}], stale, tmp_path)
+    assert not explained_by([{"key": 1, "offset": 0}, {"key": 2, "offset": 300}], stale, tmp_path)
+    assert not explained_by([], stale, tmp_path)
