@@ -188,15 +188,16 @@ def _unseen(seen: dict[int, np.ndarray], part: dict) -> dict | None:
     """The part without the task-distinct rows (TASK_DISTINCT) an earlier
     chunk of the task already gave, and `seen` grown by its new ones; any
     other part as it is. None when nothing of it is new."""
-    names = TASK_DISTINCT.get(int(part["tag"][0]))
+    tag = int(part["tag"][0])
+    names = TASK_DISTINCT.get(tag)
     if names is None:
         return part
     # NODE's d is an interval set (0..3) and its a a node id (op << 20 | sub), so a * 4 + d names one.
     code = part[names[0]] * 4 + part["d"] if len(names) == 2 else part[names[0]]
-    new = ~np.isin(code, seen[int(part["tag"][0])])
+    new = ~np.isin(code, seen[tag])
     if not new.any():
         return None
-    seen[int(part["tag"][0])] = np.union1d(seen[int(part["tag"][0])], code[new])
+    seen[tag] = np.union1d(seen[tag], code[new])
     if new.all():
         return part
     kept = {name: (value[new] if isinstance(value, np.ndarray) else value) for name, value in part.items()}
