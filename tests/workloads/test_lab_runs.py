@@ -9,7 +9,6 @@ longer ones).
 import glob
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from backend_params import test_backends
 from history_rules import load, problems
 
 from ground.paths import clients_dir
+from workloads.librdkafka_log import fetches_outside_assignment
 
 pytestmark = pytest.mark.lab
 
@@ -283,18 +283,23 @@ def test_sigkill_of_the_controller_leaves_a_readable_prefix_and_no_clients(lab, 
     assert client_pids(lab.name) == []
 
 
+# librdkafka debug contexts of the fault-free eos run's copiers
+COPIER_DEBUG = "debug=cgrp,consumer,topic,fetch"
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(
     "workload, extra",
     [
         ("queue", ["--concurrency", "4", "--rate", "200", "--batch", "5"]),
         ("txn", ["--concurrency", "3", "--rate", "60", "--subscribe"]),
-        # librdkafka's group log in the client logs: a copier that restarts a key
-        # below its group's commit (eos-duplicate 50, once in 529 fault-free runs
-        # on 2026-11-26, README "Known limits") shows here where its start offset came from
+        # librdkafka's group, topic and fetch log in the client logs: a copier that
+        # restarts a key below its group's commit (eos-duplicate 50, README "Known
+        # limits") shows here where its start offset came from, and which version
+        # of the partition the records it was handed carried (docs/SYSTEMS.md)
         pytest.param(
             "eos",
-            ["--concurrency", "4", "--rate", "100", "--keys", "4", "--consumer-config", "debug=cgrp,consumer"],
+            ["--concurrency", "4", "--rate", "100", "--keys", "4", "--consumer-config", COPIER_DEBUG],
             marks=pytest.mark.first_backend_only,
         ),
         pytest.param("zombie", ["--concurrency", "2", "--rate", "30"], marks=pytest.mark.first_backend_only),
@@ -318,27 +323,13 @@ def test_fault_free_run_of_real_kafka_checks_without_bad_anomalies(lab, tmp_path
     assert results["verdict"] == "valid", results.get("verdict_reasons")
 
 
-FETCH_START = re.compile(r"Partition (\S+) \[(\d+)\] start fetching at offset (\d+)")
-PARTITION_ADD = re.compile(r"(?:Starting pending assigned partition|PARTADD\|.*: add) (\S+) \[(\d+)\]")
-PARTITION_REMOVE = re.compile(r"Removing (\S+) \[(\d+)\] from assignment")
-
-
 def stale_fetches(run_dir) -> list[tuple[tuple[str, int], int, str]]:
     """((topic, partition), offset, line) of each fetch a consumer started for
-    a partition outside its assignment (after librdkafka removed it, before
-    it was added again), from librdkafka's cgrp,consumer debug log (README,
-    "Known limits": such a fetch's records reached a copier after the
-    partition came back to it at its committed offset)."""
+    a partition outside its assignment, in every client log of the run (the
+    line prefixed with its log's name)."""
     found = []
     for name, lines in client_logs(run_dir):
-        assigned = set()
-        for line in lines:
-            if added := PARTITION_ADD.search(line):
-                assigned.add((added[1], int(added[2])))
-            elif removed := PARTITION_REMOVE.search(line):
-                assigned.discard((removed[1], int(removed[2])))
-            elif (fetch := FETCH_START.search(line)) and (fetch[1], int(fetch[2])) not in assigned:
-                found.append(((fetch[1], int(fetch[2])), int(fetch[3]), name + ": " + line.strip()))
+        found += [(tp, offset, f"{name}: {line}") for tp, offset, line in fetches_outside_assignment(lines)]
     return found
 
 
