@@ -578,6 +578,28 @@ class Lab:
     def heal_all(self) -> None:
         """Every fault undone: links healed, netem cleared, processes resumed
         or restarted, the wire relay swept, client places removed. Safe to call any time."""
+        self._heal_nodes()
+        self.sweep_wire()
+        self._reload()
+        for client in list(self._state["backend"].get("clients", {})):
+            self.remove_client_place(client)
+
+    def heal_in_run(self) -> dict:
+        """Every fault undone while a run goes on: the nodes as heal_all heals them, and every
+        rule of the wire relays switched off, but the relays and the client places stay, since
+        the run's clients connect through them (heal_all would cut them off mid-run).
+        Returns how many rules it switched off per relay ({"clients": n, "brokers": n})."""
+        self._heal_nodes()
+        cleared = {}
+        for relay, brokers in (("clients", False), ("brokers", True)):
+            try:
+                cleared[relay] = len(self.wire_call({"op": "clear"}, brokers=brokers)["reports"])
+            except GregorError:  # no such relay in this run
+                cleared[relay] = 0
+        self._reload()
+        return cleared
+
+    def _heal_nodes(self) -> None:
         for node in self.nodes:
             node.heal_network()
             node.clear_netem()
@@ -588,10 +610,6 @@ class Lab:
                 node.resume()
             elif state == "dead":
                 self.start_node(node.name)
-        self.sweep_wire()
-        self._reload()
-        for client in list(self._state["backend"].get("clients", {})):
-            self.remove_client_place(client)
 
     def collect(self, run_dir: str) -> None:
         """Each node's logs and configs into the run's nodes/<node>/ (never fails a run)."""

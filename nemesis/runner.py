@@ -24,7 +24,7 @@ from collections import Counter
 from ground.errors import GregorError
 from ground.faults import NETEM, with_composites
 from ground.signals import unwind_on_sigterm
-from nemesis import netem, power
+from nemesis import netem, pause, power
 from nemesis.faults import Nemesis
 from nemesis.heal import implementation
 from nemesis.ledger import Ledger
@@ -226,8 +226,11 @@ class NemesisRunner:
         try:
             self.nemesis().stop(entry)
         except Exception as error:
-            self.progress(f"nemesis: heal of {entry} failed ({error}); healing the whole lab")
-            self.ctx.lab.heal_all()
+            self.progress(f"nemesis: heal of {entry} failed ({error}); healing every node and wire rule")
+            self.ctx.lab.heal_in_run()  # not heal_all: the run's clients still use its relays and places
+            for client in entry.get("clients", []):
+                if "pid" in client:
+                    pause.resume_client(client)
             self._ledger.remove(entry["id"])
         self._active.pop(entry["id"], None)
 

@@ -124,6 +124,31 @@ def test_a_delay_rule_delays_exactly_its_api_and_its_heal_breaks_no_connection(l
     assert status["rules"] == []
 
 
+def test_heal_in_run_switches_every_rule_off_and_keeps_the_relay_and_the_place(lab, place):
+    """What a run's nemesis does when one heal failed: its clients go on through the same relay."""
+    topic = f"wire-inrun-{int(time.time())}"
+    lab.admin(timeout=15).create_topic(topic, 1, replication_factor=3)
+    lab.wait_healthy(topics=[topic], timeout=60)
+    served = lab.start_wire([place])
+    namespace = served["places"]["wt1"]
+    client = TxnClient(namespace, lab.bootstrap_servers, f"wt-{topic}", topic)
+    try:
+        rule = {"action": "delay", "api": "EndTxn", "delay_ms": DELAY_MS, "netns": namespace}
+        lab.wire_call({"op": "add", "rule": dict(rule, id="wt-inrun")})
+        during = client.transactions(2)
+        cleared = lab.heal_in_run()
+        after = client.transactions(3)
+        status = lab.wire_call({"op": "status"})
+    finally:
+        client.close()
+    assert all(t["commit_s"] >= DELAY_MS / 1000 for t in during), during
+    assert cleared == {"clients": 1, "brokers": 0}
+    assert all(t["commit_s"] < DELAY_MS / 1000 for t in after), after
+    assert status["rules"] == [] and status["refused"] == status["desync"] == 0
+    assert relays(lab.name), "heal_in_run ended the relay"
+    assert namespace in lab_namespaces(lab.name) and wire_rules_in([namespace])
+
+
 def test_a_crashed_wire_run_leaves_nothing_its_heal_does_not_sweep(lab, tmp_path):
     name, backend = lab.name, lab.backend.name
     run = subprocess.Popen(

@@ -138,6 +138,10 @@ class Lab:
     def heal_all(self):
         self.log.append(("heal_all",))
 
+    def heal_in_run(self):
+        self.log.append(("heal_in_run",))
+        return {"clients": 0, "brokers": 0}
+
     def start_node(self, name):
         self.node(name).start()
 
@@ -246,6 +250,31 @@ def test_runner_heals_what_is_in_force_when_stopped_and_stop_is_idempotent(world
     assert ctx.events[-1]["f"] == "start" and lab.node("n2").state() == "running"
     assert runner.schedule_summary()["counts"]["kill"] == len(kills)
     assert not (tmp_path / "unit-faults.json").exists()
+
+
+def test_a_heal_that_fails_mid_run_heals_the_nodes_and_the_client_but_keeps_the_runs_relays_and_places(
+    world, monkeypatch, tmp_path
+):
+    """heal_all would end the wire relays and remove the client places the run's clients still use."""
+    monkeypatch.setenv("GREGOR_STATE_DIR", str(tmp_path))
+    lab, ctx, _ = world
+    runner = NemesisRunner(ctx, faults=["pause"], interval_s=0.02, targets=["node:n2"], seed=1)
+    ledger = runner._ledger
+
+    class Failing:
+        def stop(self, entry):
+            raise GregorError("the heal failed")
+
+    resumed = []
+    monkeypatch.setattr(runner, "nemesis", lambda: Failing())
+    monkeypatch.setattr("nemesis.pause.resume_client", lambda client: resumed.append(client["pid"]) or True)
+    entry = {"id": "e1", "fault": "pause", "nodes": [], "clients": [{"process": 1, "pid": 4242, "starttime": 9}]}
+    ledger.add(entry)
+    runner._active[entry["id"]] = entry
+    runner._heal(entry)
+    assert ("heal_in_run",) in lab.log and ("heal_all",) not in lab.log
+    assert resumed == [4242]
+    assert ledger.entries() == [] and runner._active == {}
 
 
 def test_a_busy_client_target_takes_only_a_client_working_on_what_it_polled(world, monkeypatch):
