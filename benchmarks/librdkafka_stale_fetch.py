@@ -1,13 +1,14 @@
-"""Does a consumer that loses a partition while its start offset is still
-being looked up fetch that partition anyway, outside its assignment, and
-does it hand those records to the application once the partition comes back?
+"""A consumer that loses a partition while its start offset is still being
+looked up fetches that partition anyway, outside its assignment; when the
+partition comes back at its committed offset, the records of that stale
+fetch can still be handed to the application.
 
-A suspected finding about librdkafka (2.16.0 under confluent-kafka 2.16.1),
-seen once in a fault-free `eos` run of the suite (README, "Known limits"):
-a copier lost partition 1 0.1 s after it got it, librdkafka started fetching
+A finding about librdkafka (2.16.0 under confluent-kafka 2.16.1), met three
+times in fault-free `eos` runs of the suite (README, "Known limits"): a
+copier lost partition 1 0.1 s after it got it, librdkafka started fetching
 it from offset 0 half a second later all the same, and when the partition
 came back nine seconds later at its committed offset 220, the copier's next
-poll still returned offsets 0 to 49.
+poll still returned offsets 0 to 49, which it copied again.
 
 Each trial uses a fresh topic of PARTITIONS partitions of RECORDS records and
 a fresh group, in which nothing was ever committed:
@@ -18,9 +19,22 @@ a fresh group, in which nothing was ever committed:
    (ListOffsets) 100 ms later;
 2. as soon as A has its partitions, consumer B (already connected) joins; A
    learns of the rebalance at its next heartbeat and gives every partition
-   up, then gets half of them back;
+   up, then gets half of them back. A lookup whose reply comes back after
+   that is outdated, and librdkafka sets the partition's offset query timer
+   again: half a second later it fetches the partition from offset 0,
+   outside A's assignment, into the partition's own queue;
 3. B holds its half for --hold seconds, commits offset COMMIT on each of its
-   partitions, and leaves; A gets every partition again;
+   partitions, and leaves; A gets every partition again, at COMMIT. Starting
+   a partition, librdkafka first moves what its queue holds (the stale
+   fetch's records) into the consumer's queue, then raises the partition's
+   version, which is what makes a poll drop older records. A poll that takes
+   records from the queue between the two keeps them.
+   `--scheduling realtime` (the default) makes that happen every time: A's
+   polling thread runs at a real-time priority, on one CPU with all of
+   librdkafka's threads, so it runs the moment the records are moved, before
+   librdkafka's thread goes on. Any scheduler may run the threads in that
+   order; on a busy machine it sometimes does. `--scheduling default` leaves
+   the scheduling alone (the control);
 4. A's librdkafka log (contexts cgrp, topic, fetch) shows every fetch it
    started outside its assignment, and whether an outdated ListOffsets reply
    set that partition's offset query timer again; A's polls show the first
@@ -29,10 +43,10 @@ a fresh group, in which nothing was ever committed:
 A correct A never fetches B's partitions while B has them, and starts each of
 them at COMMIT once it has them back.
 
-    sudo .venv/bin/python benchmarks/librdkafka_stale_fetch.py [--trials 10] [--hold 3] [--lab rep]
+    sudo .venv/bin/python benchmarks/librdkafka_stale_fetch.py [--trials 10] [--scheduling realtime|default]
 
-It brings its lab up (as `gregor lab up` does) unless one of that name is
-running, and takes down only a lab it started.
+It needs root (a real-time priority). It brings its lab up (as `gregor lab up`
+does) unless one of that name is running, and takes down only a lab it started.
 """
 
 from __future__ import annotations
@@ -57,6 +71,7 @@ from harness.lab import Lab  # noqa: E402
 from workloads.librdkafka_log import fetches_outside_assignment, outdated_offset_retries  # noqa: E402
 
 PARTITIONS, RECORDS, COMMIT = 8, 300, 220
+REALTIME_PRIORITY = 10  # SCHED_FIFO: above every thread librdkafka starts (SCHED_OTHER)
 TRIAL_TIMEOUT_S = 40.0  # after B has left: A must have been handed each of B's partitions again
 
 
@@ -99,6 +114,7 @@ class Holder(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # not A's priority, whose thread starts it
         try:
             got: list[int] = []
             self.consumer.subscribe([self.topic], on_assign=lambda _c, ps: got.extend(p.partition for p in ps))
@@ -124,7 +140,7 @@ class Holder(threading.Thread):
 class Trial:
     """Consumer A and what it was handed, per generation of its assignment."""
 
-    def __init__(self, bootstrap: str, log_path: str, hold_s: float, heartbeat_ms: int):
+    def __init__(self, bootstrap: str, log_path: str, hold_s: float, heartbeat_ms: int, realtime: bool):
         self.topic = make_topic(bootstrap)
         group = "stale-" + uuid.uuid4().hex[:8]
         self.log_path = log_path
@@ -137,6 +153,7 @@ class Trial:
         debug = {"debug": "cgrp,topic,fetch", "logger": log, "heartbeat.interval.ms": heartbeat_ms}
         self.a = Consumer(consumer_config(bootstrap, group, **debug))
         self.b = Holder(bootstrap, group, self.topic, hold_s)
+        self.realtime = realtime
         self.generation = 0
         self.first: dict[tuple[int, int], int] = {}  # (generation, partition) -> first offset handed to A
         self.events: list[str] = []
@@ -153,6 +170,15 @@ class Trial:
         return self.b.left.is_set() and all((self.generation, p) in self.first for p in self.b.partitions)
 
     def run(self) -> None:
+        """A polls (at a real-time priority when asked) until it has B's partitions back."""
+        if self.realtime:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
+        try:
+            self._poll()
+        finally:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+    def _poll(self) -> None:
         self.a.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked)
         deadline = None
         try:
@@ -187,6 +213,17 @@ class Trial:
         }
 
 
+def one_cpu() -> None:
+    """This thread, and every thread it starts from now on (librdkafka's too), on one CPU;
+    a one-line error when the process may not take a real-time priority."""
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except PermissionError:
+        raise GregorError("--scheduling realtime needs root (a real-time priority); run it with sudo") from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=10)
@@ -197,6 +234,12 @@ def main() -> int:
         default=100,
         help="A's heartbeat.interval.ms (default 100: A learns of B's join when its lookups start)",
     )
+    parser.add_argument(
+        "--scheduling",
+        choices=("realtime", "default"),
+        default="realtime",
+        help="realtime: A's polling thread above librdkafka's on one CPU (default); default: the control",
+    )
     parser.add_argument("--lab", default="rep", help="lab name (default rep)")
     args = parser.parse_args()
     started = False
@@ -205,16 +248,20 @@ def main() -> int:
     except GregorError:
         lab, started = Lab.up(name=args.lab, progress=lambda message: print(message, flush=True)), True
     try:
+        if args.scheduling == "realtime":
+            one_cpu()  # after the lab is up: its brokers keep every CPU
         bootstrap = lab.bootstrap_servers
         print(
             f"confluent-kafka {version()}, librdkafka {libversion()[0]}; {PARTITIONS} partitions of {RECORDS} "
-            f"records, B holds {args.hold} s and commits {COMMIT}; A's heartbeat {args.heartbeat_ms} ms",
+            f"records, B holds {args.hold} s and commits {COMMIT}; A's heartbeat {args.heartbeat_ms} ms; "
+            f"scheduling {args.scheduling}",
             flush=True,
         )
         logs = tempfile.mkdtemp(prefix="stale-fetch-")
         outside = retried = below = failed = 0
         for n in range(args.trials):
-            trial = Trial(bootstrap, os.path.join(logs, f"trial-{n + 1}.log"), args.hold, args.heartbeat_ms)
+            log_path = os.path.join(logs, f"trial-{n + 1}.log")
+            trial = Trial(bootstrap, log_path, args.hold, args.heartbeat_ms, args.scheduling == "realtime")
             trial.run()
             result = trial.outcome()
             outside += bool(result["outside"])
