@@ -31,6 +31,11 @@ DRIVER_JAR = "gregor-kafka-driver.jar"
 COORDINATE = "org.apache.kafka:kafka-clients"
 OLDEST = (3, 8, 0)  # the oldest client whose internals the driver reads (the producer id and epoch)
 STAMP = ".gregor-installed"
+# Driver builds kept per kafka-clients version, the most recently used first: checkouts of
+# Gregor with different driver sources share the cache, and each removing every build but
+# its own made them rebuild in turn (and took the jar from under a client still running).
+KEPT_BUILDS = 4
+LAST_USED = ".last-used"  # touched at each use (the jar itself keeps its time: the class-data archive checks it)
 JDK_HINT = "apt-get install openjdk-17-jdk-headless maven"
 
 # Small JVMs: 6 to 10 of them run beside 3 brokers on 2 cores (docs/CLIENTS.md: measurements).
@@ -142,8 +147,35 @@ def installed(version: str) -> JavaClient | None:
     classes = home / f"driver-{source_hash()}"
     if not (home / STAMP).is_file() or not (classes / DRIVER_JAR).is_file():
         return None
+    _mark_used(classes)
     archive = classes / "driver.jsa"
     return JavaClient(version, home, classes, archive if archive.is_file() else None)
+
+
+def _mark_used(classes: Path) -> None:
+    try:
+        (classes / LAST_USED).touch()
+    except OSError:  # a read-only cache still serves; it is only pruned less well
+        pass
+
+
+def _last_used(classes: Path) -> float:
+    for marker in (LAST_USED, DRIVER_JAR):
+        try:
+            return (classes / marker).stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+def prune_builds(home: Path, keep: Path) -> list[Path]:
+    """Removes this version's driver builds beyond the KEPT_BUILDS most recently used, never
+    `keep` (the one just built); returns what it removed."""
+    others = sorted((p for p in home.glob("driver-*") if p != keep), key=_last_used, reverse=True)
+    removed = others[KEPT_BUILDS - 1 :]
+    for stale in removed:
+        shutil.rmtree(stale, ignore_errors=True)
+    return removed
 
 
 def _fetch_jars(version: str, home: Path, progress) -> None:
@@ -186,13 +218,12 @@ def _compile(home: Path, progress) -> Path:
         for path in sorted((work / "classes").rglob("*.class")):
             jar.write(path, path.relative_to(work / "classes").as_posix())
     shutil.rmtree(work / "classes")
-    for stale in home.glob("driver-*"):
-        if stale.name != classes.name:
-            shutil.rmtree(stale, ignore_errors=True)  # an older driver source
     try:
         work.rename(classes)
     except OSError:  # another process compiled the same source first
         shutil.rmtree(work, ignore_errors=True)
+    _mark_used(classes)
+    prune_builds(home, classes)
     return classes
 
 
