@@ -38,6 +38,8 @@ def test_records_fetched_outside_the_assignment_reach_the_application_when_the_p
         text=True,
         timeout=600,
     )
+    if result.returncode and "real-time priority" in result.stderr:
+        pytest.skip(result.stderr.strip().splitlines()[-1])  # a host that refuses SCHED_FIFO even to root
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     trials = [m.group(0) for m in TRIAL.finditer(result.stdout)]
     assert len(trials) == 2, result.stdout
