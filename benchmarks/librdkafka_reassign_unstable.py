@@ -46,40 +46,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import Consumer, Producer, TopicPartition, libversion, version  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from ground.errors import GregorError  # noqa: E402
-from harness.lab import Lab  # noqa: E402
+from benchmarks import client_trials  # noqa: E402
+from benchmarks.client_trials import run, topic_of_records, trial_lab  # noqa: E402
 
 LOW, HIGH, RECORDS, PARTITIONS = 100, 200, 300, 2
 HOLD_S = 6.5  # how long the transaction holds the offsets
 
 
 def consumer_config(bootstrap: str, group: str, **extra) -> dict:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "enable.partition.eof": False,
-        "heartbeat.interval.ms": 1000,
-        "session.timeout.ms": 6000,
-        **extra,
-    }
-
-
-def make_topic(bootstrap: str) -> str:
-    topic = "reassign-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
-        future.result()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(RECORDS * PARTITIONS):
-        producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
-    if producer.flush(30):
-        raise GregorError(f"could not write the test records to {topic} in 30 s")
-    return topic
+    return client_trials.consumer_config(
+        bootstrap, group, **{"enable.partition.eof": False, "heartbeat.interval.ms": 1000, **extra}
+    )
 
 
 class Reader:
@@ -175,15 +153,10 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--lab", default="rep", help="lab name (default rep)")
     args = parser.parse_args()
-    started = False
-    try:
-        lab = Lab.attach(args.lab)
-    except GregorError:
-        lab, started = Lab.up(name=args.lab, progress=lambda message: print(message, flush=True)), True
-    try:
+    with trial_lab(args.lab) as lab:
         bootstrap = lab.bootstrap_servers
         print(f"confluent-kafka {version()}, librdkafka {libversion()[0]}; --how {args.how}", flush=True)
-        topic = make_topic(bootstrap)
+        topic = topic_of_records(bootstrap, "reassign", PARTITIONS, RECORDS)
         logs = tempfile.mkdtemp(prefix="reassign-")
         wrong = 0
         for n in range(args.trials):
@@ -204,14 +177,7 @@ def main() -> int:
             )
         print(f"{wrong} of {args.trials} trials read a partition from outside the committed offsets {LOW} and {HIGH}")
         return 0
-    finally:
-        if started:
-            Lab.down(args.lab, progress=None)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except GregorError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    run(main)

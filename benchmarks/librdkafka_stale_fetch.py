@@ -63,11 +63,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Consumer, Producer, TopicPartition, libversion, version  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition, libversion, version  # noqa: E402
 
+from benchmarks import client_trials  # noqa: E402
+from benchmarks.client_trials import run, topic_of_records, trial_lab  # noqa: E402
 from ground.errors import GregorError  # noqa: E402
-from harness.lab import Lab  # noqa: E402
 from workloads.librdkafka_log import fetches_outside_assignment, outdated_offset_retries  # noqa: E402
 
 PARTITIONS, RECORDS, COMMIT = 8, 300, 220
@@ -76,29 +76,8 @@ TRIAL_TIMEOUT_S = 40.0  # after B has left: A must have been handed each of B's 
 
 
 def consumer_config(bootstrap: str, group: str, **extra) -> dict:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "partition.assignment.strategy": "range",
-        "session.timeout.ms": 6000,
-        **extra,
-    }
-
-
-def make_topic(bootstrap: str) -> str:
-    topic = "stale-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
-        future.result()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for i in range(RECORDS * PARTITIONS):
-        producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
-    if producer.flush(30):
-        raise GregorError(f"could not write the test records to {topic} in 30 s")
-    return topic
+    """Eager `range` assignment: a rebalance takes every partition away first (the eos copiers' own)."""
+    return client_trials.consumer_config(bootstrap, group, **{"partition.assignment.strategy": "range", **extra})
 
 
 class Holder(threading.Thread):
@@ -141,7 +120,7 @@ class Trial:
     """Consumer A and what it was handed, per generation of its assignment."""
 
     def __init__(self, bootstrap: str, log_path: str, hold_s: float, heartbeat_ms: int, realtime: bool):
-        self.topic = make_topic(bootstrap)
+        self.topic = topic_of_records(bootstrap, "stale", PARTITIONS, RECORDS)
         group = "stale-" + uuid.uuid4().hex[:8]
         self.log_path = log_path
         log = logging.getLogger(log_path)
@@ -242,12 +221,7 @@ def main() -> int:
     )
     parser.add_argument("--lab", default="rep", help="lab name (default rep)")
     args = parser.parse_args()
-    started = False
-    try:
-        lab = Lab.attach(args.lab)
-    except GregorError:
-        lab, started = Lab.up(name=args.lab, progress=lambda message: print(message, flush=True)), True
-    try:
+    with trial_lab(args.lab) as lab:
         if args.scheduling == "realtime":
             one_cpu()  # after the lab is up: its brokers keep every CPU
         bootstrap = lab.bootstrap_servers
@@ -285,14 +259,7 @@ def main() -> int:
             + (f"; {failed} trials did not finish" if failed else "")
         )
         return 0
-    finally:
-        if started:
-            Lab.down(args.lab, progress=None)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except GregorError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+    run(main)
