@@ -135,14 +135,9 @@ class Trial:
         self.realtime = realtime
         self.generation = 0
         self.first: dict[tuple[int, int], int] = {}  # (generation, partition) -> first offset handed to A
-        self.events: list[str] = []
 
-    def _assigned(self, _consumer, partitions) -> None:
+    def _assigned(self, _consumer, _partitions) -> None:
         self.generation += 1
-        self.events.append(f"assigned {[p.partition for p in partitions]}")
-
-    def _revoked(self, _consumer, partitions) -> None:
-        self.events.append(f"revoked {[p.partition for p in partitions]}")
 
     def _back(self) -> bool:
         """Whether A, after B left, has been handed a record of each of B's partitions."""
@@ -158,7 +153,7 @@ class Trial:
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
     def _poll(self) -> None:
-        self.a.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked)
+        self.a.subscribe([self.topic], on_assign=self._assigned)
         deadline = None
         try:
             while not self._back():
