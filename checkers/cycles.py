@@ -101,6 +101,7 @@ from checkers.keypass import (
     cover_bin,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.routes import route_partitions, rows_of_routes
 from checkers.spark import broadcast_if_small, where_in
 from checkers.table_format import OP_ROW, pid_route
 
@@ -254,7 +255,9 @@ def _graphs(t: Tables, intervals: dict) -> tuple[dict, dict]:
     # The graph ops' plan does not depend on the cycle pass: it is built on a
     # thread of its own while the pass's job runs, if a process order needs it.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gregor-ports") as pool:
-        planned = pool.submit(_graph_op_ports, t) if I_WR in intervals or I_ALL in intervals else None
+        # Not when the covered ops will read their processes' partitions alone (checkers/routes.py).
+        by_process = I_WR in intervals or I_ALL in intervals
+        planned = pool.submit(_graph_op_ports, t) if by_process and route_partitions(t.rows) is None else None
         counts, too_big, rows, routes = _cycle_pass(t, intervals)
         ports = planned.result() if planned else None
     data: dict = {}
@@ -357,9 +360,12 @@ def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | No
     """Per graph op: process, times, in and out ports with their doubled phi, and
     the out port of the process's previous graph op (of these routes only, if given).
     `ports`: `_graph_op_ports(t)` if already built."""
-    graph = _graph_op_ports(t) if ports is None else ports
-    if routes is not None:
-        graph = graph.where(F.col("route").isin(routes))
+    if routes is not None and route_partitions(t.rows) is not None:
+        graph = _graph_op_ports(t, rows_of_routes(t.rows, routes))  # their partitions only
+    else:
+        graph = _graph_op_ports(t) if ports is None else ports
+        if routes is not None:
+            graph = graph.where(F.col("route").isin(routes))
     # An op row's route is its process's (checkers/load.py), and the table is
     # already partitioned by route: no shuffle, only a sort within partitions.
     w = Window.partitionBy("route").orderBy("invoke_index")
@@ -368,9 +374,11 @@ def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | No
     )
 
 
-def _graph_op_ports(t: Tables) -> DataFrame:
-    """Per graph op: process, times, in and out ports with their doubled phi."""
-    ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
+def _graph_op_ports(t: Tables, rows: DataFrame | None = None) -> DataFrame:
+    """Per graph op: process, times, in and out ports with their doubled phi
+    (of `rows`, a part of the table, if given)."""
+    rows = t.rows if rows is None else rows
+    ops = rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     ops, ports = _with_ports(t, ops)
     return ops.where(ports["graph_op"]).select(
         "op",

@@ -55,6 +55,8 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.reads import read_by_ok
+from checkers.routes import rows_of_routes
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -133,7 +135,8 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     """The pass's output rows (OUTPUT_SCHEMA) over every key, or only `keys`.
     The rows of the main and cycle modes come to each task sorted by key,
     which runs the pass on a few whole keys at a time as their rows arrive."""
-    rows = t.rows.where(F.col("kind").isin(*KEY_KINDS))
+    rows = t.rows if keys is None else rows_of_routes(t.rows, keys)  # a key row's route is its key
+    rows = rows.where(F.col("kind").isin(*KEY_KINDS))
     if keys is not None:
         rows = rows.where(F.col("key").isin(list(keys)))
     rows = rows.selectExpr(*INPUT_EXPRESSIONS)
@@ -487,8 +490,7 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
     """The facts of `cross_key_facts` as one frame (fact, a, b, c, d, s)."""
     parts = []
     if m["info_txn_sends"]:
-        info_sends = rows.where(info_send).select("op", "key", "value")
-        hit = read_by_ok(rows, info_sends).select("op").distinct()
+        hit = read_by_ok(rows, info_send).select("op").distinct()
         parts.append(
             hit.select(
                 F.lit("read_txn").alias("fact"),
@@ -523,19 +525,6 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
             )
         )
     return functools.reduce(DataFrame.unionByName, parts)
-
-
-def read_by_ok(rows: DataFrame, sends: DataFrame) -> DataFrame:
-    """The rows of `sends` (op, key, value) that an `ok` poll of `rows` read,
-    each once (a sends row is one record). A sort-merge semi join that never
-    makes the polls distinct first: a semi join does not need it, and at 10M
-    events of 100-send transactions (issue 42) the torn-transaction finder
-    that did so took 875 s, its tasks seen in a hash aggregation fallen back
-    to sorting its spills. Broadcasting the sends when counted small was
-    tried and dropped: on the 10M txn shape it raised the peak over 2.5 GB
-    and on one run each was slower than this plan (149.9 s against 143.5 s)."""
-    polls = rows.where((F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE)).select("key", "value")
-    return sends.join(polls, ["key", "value"], "left_semi").select("op", "key", "value")
 
 
 def _fenced(ops: DataFrame) -> DataFrame:

@@ -15,7 +15,7 @@ from checkers.anomaly import ANOMALY_SCHEMA, empty_anomalies
 from checkers.history_format import OK
 from checkers.keypass import TORN, ZOMBIE_SEND
 from checkers.load import Tables
-from checkers.spark import where_in
+from checkers.reads import read_by_ok
 from checkers.table_format import SEND_ROW
 
 NAMES = ("torn-transaction", "zombie-write")
@@ -61,9 +61,9 @@ def torn_transactions(t: Tables) -> list[tuple]:
 
 def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read."""
-    sends = where_in(t.rows.where(F.col("kind") == SEND_ROW), "op", ops).select("op", "key", "value")
+    sends = (F.col("kind") == SEND_ROW) & F.col("op").between(ops[0], ops[-1])
     found: dict = {}
-    for row in passes.read_by_ok(t.rows, sends).collect():
+    for row in read_by_ok(t.rows, sends, ops).collect():
         found.setdefault(row["op"], set()).add(row["value"])
     return found
 

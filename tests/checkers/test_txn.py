@@ -172,25 +172,3 @@ def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
     expected = _pairwise_fenced(inits, txns)
     assert expected, "the random ops hold fenced transactions"
     assert found == expected
-
-
-def test_read_by_ok_finds_each_read_send_once(spark):
-    """A send read twice comes back once; a send read only by a failed poll,
-    or not at all, does not come back."""
-    from checkers import passes
-    from checkers.table_format import FAIL_CODE, OK_CODE, POLL_ROW, SEND_ROW
-
-    rows = spark.createDataFrame(
-        [
-            (POLL_ROW, OK_CODE, 0, 1),
-            (POLL_ROW, OK_CODE, 0, 1),  # the same record read again
-            (POLL_ROW, OK_CODE, 1, 2),
-            (POLL_ROW, FAIL_CODE, 2, 3),  # read only by a failed poll
-            (SEND_ROW, OK_CODE, 0, 1),  # a send row is no read
-            (SEND_ROW, OK_CODE, 3, 4),
-        ],
-        "kind int, tcode int, key long, value long",
-    )
-    sends = spark.createDataFrame([(7, 0, 1), (7, 1, 2), (8, 2, 3), (9, 3, 4)], "op long, key long, value long")
-    found = sorted(tuple(r) for r in passes.read_by_ok(rows, sends).collect())
-    assert found == [(7, 0, 1), (7, 1, 2)]

@@ -1,0 +1,69 @@
+"""The loaded table's rows of a few routes, read from the partitions that hold them only.
+
+The load stores its rows hash-partitioned by route (a key for key rows, a
+process for op rows; checkers/load.py), so the rows of a few keys or
+processes lie in a few of its partitions. A filter on `route` still reads
+every partition: at 10M events the table is on disk, and each full read of
+it took 3 to 4 s of both cores (docs/CHECKERS.md). The finders that want a
+few routes (the cycle search's processes and keys near a span, the torn-
+transaction finder's candidates, the pictures' keys) read those partitions
+alone, through Spark's partition-pruning RDD over the stored one.
+
+A table whose plan does not say it is hash-partitioned by route (a table
+not stored by the load) is filtered the ordinary way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+# How Spark names the stored table's partitioning (HashPartitioning's text).
+_BY_ROUTE = re.compile(r"hashpartitioning\(route#\d+L?, (\d+)\)")
+
+
+def rows_of_routes(rows: DataFrame, routes: list[int]) -> DataFrame:
+    """The rows of `rows` whose route is one of `routes`: from their
+    partitions only when `rows` is a stored table partitioned by route."""
+    routes = sorted({int(route) for route in routes})
+    chosen = F.col("route").isin(routes) if routes else F.lit(False)
+    count = route_partitions(rows)
+    if count is None:
+        return rows.where(chosen)
+    holding = partitions_of(rows.sparkSession, routes, count)
+    if len(holding) >= count:
+        return rows.where(chosen)
+    return pruned(rows, holding).where(chosen)
+
+
+def route_partitions(rows: DataFrame) -> int | None:
+    """How many partitions a stored table hash-partitioned by route has, or
+    None when its plan does not say it is one (then no partition is skipped)."""
+    plan = rows._jdf.queryExecution().analyzed()
+    if plan.nodeName() != "LogicalRDD":
+        return None
+    found = _BY_ROUTE.fullmatch(plan.outputPartitioning().toString())
+    if found is None or int(found.group(1)) != plan.rdd().getNumPartitions():
+        return None
+    return int(found.group(1))
+
+
+def partitions_of(spark, routes: list[int], count: int) -> list[int]:
+    """The partitions that hold these routes: the expression Spark's hash
+    partitioning itself computes, pmod(murmur3 hash, count)."""
+    if not routes:
+        return []
+    asked = spark.createDataFrame([(route,) for route in routes], "route long")
+    return sorted({row[0] for row in asked.select(F.expr(f"pmod(hash(route), {count})")).collect()})
+
+
+def pruned(rows: DataFrame, partitions: list[int]) -> DataFrame:
+    """A stored table's rows in these partitions only (the others are never read)."""
+    spark = rows.sparkSession
+    jvm = spark._jvm
+    stored = rows._jdf.queryExecution().analyzed().rdd()
+    keep = jvm.PythonUtils.toSeq(list(partitions)).toSet()  # a Scala Set is a function of a partition number
+    kept = jvm.org.apache.spark.rdd.PartitionPruningRDD.create(stored, keep)
+    return DataFrame(spark._jsparkSession.internalCreateDataFrame(kept, rows._jdf.schema(), False), spark)

@@ -1,0 +1,51 @@
+"""checkers/routes.py: a few routes' rows, read from the partitions that hold them only."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from checkers.load import free_rows, stored_rows
+from checkers.routes import partitions_of, route_partitions, rows_of_routes
+
+
+@pytest.fixture
+def by_route(spark):
+    """A table stored as the load stores its rows: hash-partitioned by route (keys and negative process routes)."""
+    frame = spark.range(0, 6000).select(((F.col("id") % 150) - 40).alias("route"), F.col("id"))
+    table = stored_rows(frame.repartition(7, "route"), StorageLevel.MEMORY_AND_DISK)
+    yield table
+    free_rows(table)
+
+
+def test_the_partitions_named_are_where_spark_put_the_routes(spark, by_route):
+    placed = {r["route"]: r["p"] for r in by_route.select("route", F.spark_partition_id().alias("p")).collect()}
+    assert route_partitions(by_route) == 7
+    for route, partition in placed.items():
+        assert partitions_of(spark, [route], 7) == [partition]
+
+
+def test_rows_of_routes_reads_only_their_partitions(spark, by_route):
+    rng = random.Random(3)
+    for routes in ([-40], [5, -3], rng.sample(range(-40, 110), 3), []):
+        got = rows_of_routes(by_route, routes)
+        expected = sorted(r["id"] for r in by_route.where(F.col("route").isin(routes)).collect()) if routes else []
+        assert sorted(r["id"] for r in got.collect()) == expected
+        holding = partitions_of(spark, routes, 7)
+        assert got.rdd.getNumPartitions() == len(holding) < 7
+
+
+def test_a_table_not_stored_by_route_is_filtered_whole(spark, by_route):
+    filtered = by_route.where(F.col("id") % 2 == 0)  # a filter of the stored table: no longer its plan
+    assert route_partitions(filtered) is None
+    got = rows_of_routes(filtered, [5])
+    assert got.rdd.getNumPartitions() == 7
+    assert sorted(r["id"] for r in got.collect()) == sorted(
+        r["id"] for r in by_route.where((F.col("route") == 5) & (F.col("id") % 2 == 0)).collect()
+    )
+    plain = spark.range(0, 100).select((F.col("id") % 5).alias("route"), "id")
+    assert route_partitions(plain) is None
+    assert rows_of_routes(plain, [1, 2]).count() == 40
