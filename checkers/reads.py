@@ -5,8 +5,8 @@ by route, and a key row's route is its key), and so does any filter of it.
 A send and the polls that read it are rows of the same key, so whether a
 send was read is known inside its partition: its rows are sorted there by
 (key, value), and a Python worker walks them, batch by batch, keeping only
-the (key, value) it is in. No shuffle, and no table that grows with the
-history, in the JVM or in the worker.
+the (key, value) it is in. No shuffle; the sort spills as Spark's sorts do,
+and the worker holds a batch and a few sends at a time.
 
 The finders that ask (the cross-key facts' `info` transactions with a read
 send, the torn-transaction finder's candidates) used a sort-merge semi join
