@@ -367,7 +367,8 @@ def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | No
         if routes is not None:
             graph = graph.where(F.col("route").isin(routes))
     # An op row's route is its process's (checkers/load.py), and the table is
-    # already partitioned by route: no shuffle, only a sort within partitions.
+    # already partitioned by route: no shuffle, only a sort within partitions
+    # (a few routes' partitions, read alone, shuffle their few rows).
     w = Window.partitionBy("route").orderBy("invoke_index")
     return graph.select(
         "*", F.lag("out_port").over(w).alias("prev_out"), F.lag("out_phi").over(w).alias("prev_out_phi")

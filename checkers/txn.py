@@ -60,7 +60,7 @@ def torn_transactions(t: Tables) -> list[tuple]:
 
 
 def _read_values(t: Tables, ops: list[int]) -> dict:
-    """op -> values of its sends that an `ok` op read."""
+    """op -> values of its sends that an `ok` op read (`ops`: sorted, not empty)."""
     sends = (F.col("kind") == SEND_ROW) & F.col("op").between(ops[0], ops[-1])
     found: dict = {}
     for row in read_by_ok(t.rows, sends, ops).collect():
