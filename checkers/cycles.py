@@ -359,9 +359,10 @@ def _near_keys(t: Tables, intervals: dict) -> list[int] | None:
 def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | None = None) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi, and
     the out port of the process's previous graph op (of these routes only, if given).
-    `ports`: `_graph_op_ports(t)` if already built."""
-    if routes is not None and route_partitions(t.rows) is not None:
-        graph = _graph_op_ports(t, rows_of_routes(t.rows, routes))  # their partitions only
+    `ports`: `_graph_op_ports(t)` if already built (`_graphs` builds it only
+    when the table cannot be read a few routes at a time)."""
+    if routes is not None and ports is None:
+        graph = _graph_op_ports(t, rows_of_routes(t.rows, routes))  # their partitions only, where it can
     else:
         graph = _graph_op_ports(t) if ports is None else ports
         if routes is not None:

@@ -27,8 +27,9 @@ from pyspark.sql import functions as F
 
 from checkers.table_format import OK_CODE, POLL_ROW
 
-READ_SENDS_SCHEMA = "op long, key long, value long"
-_ARROW_SCHEMA = pa.schema([("op", pa.int64()), ("key", pa.int64()), ("value", pa.int64())])
+FIELDS = ("op", "key", "value")  # of a send row given back
+READ_SENDS_SCHEMA = ", ".join(f"{name} long" for name in FIELDS)
+_ARROW_SCHEMA = pa.schema([(name, pa.int64()) for name in FIELDS])
 
 
 def read_by_ok(rows: DataFrame, sends: Column, ops: list[int] | None = None) -> DataFrame:
@@ -38,7 +39,7 @@ def read_by_ok(rows: DataFrame, sends: Column, ops: list[int] | None = None) -> 
     key's rows in one partition); `sends` must pick send rows only."""
     send = F.coalesce(sends, F.lit(False))
     ok_poll = (F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE) & F.col("value").isNotNull()
-    picked = rows.where(send | ok_poll).select(send.alias("send"), "op", "key", "value")
+    picked = rows.where(send | ok_poll).select(send.alias("send"), *FIELDS)
     wanted = None if ops is None else np.unique(np.asarray(ops, dtype=np.int64))
     return picked.sortWithinPartitions("key", "value").mapInArrow(_reader(wanted), READ_SENDS_SCHEMA)
 
@@ -55,12 +56,12 @@ def _reader(ops: np.ndarray | None):
 
 
 def _columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-    return {name: batch.column(name).to_numpy(zero_copy_only=False) for name in ("send", "op", "key", "value")}
+    return {name: batch.column(name).to_numpy(zero_copy_only=False) for name in ("send", *FIELDS)}
 
 
-def _batches(found: dict[str, np.ndarray] | None):
-    if found is not None and len(found["op"]):
-        yield pa.RecordBatch.from_arrays([pa.array(found[name]) for name in _ARROW_SCHEMA.names], schema=_ARROW_SCHEMA)
+def _batches(found: dict[str, np.ndarray]):
+    if len(found["op"]):
+        yield pa.RecordBatch.from_arrays([pa.array(found[name]) for name in FIELDS], schema=_ARROW_SCHEMA)
 
 
 class ReadSends:
@@ -89,11 +90,11 @@ class ReadSends:
             polled[0] |= self.polled
         picked = send if self.ops is None else send & np.isin(rows["op"], self.ops)
         last = group == groups - 1
-        found = {name: rows[name][picked & ~last & polled[group]] for name in ("op", "key", "value")}
+        found = {name: rows[name][picked & ~last & polled[group]] for name in FIELDS}
         if goes_on and groups > 1 and polled[0]:
             found = _joined(self.held, found)
         found = _joined(ended, found)
-        held = {name: rows[name][picked & last] for name in ("op", "key", "value")}
+        held = {name: rows[name][picked & last] for name in FIELDS}
         self.held = _joined(self.held, held) if goes_on and groups == 1 else held
         self.pair, self.polled = (int(key[n - 1]), int(value[n - 1])), bool(polled[-1])
         return found
@@ -106,8 +107,8 @@ class ReadSends:
 
 
 def _empty() -> dict[str, np.ndarray]:
-    return {name: np.empty(0, dtype=np.int64) for name in ("op", "key", "value")}
+    return {name: np.empty(0, dtype=np.int64) for name in FIELDS}
 
 
 def _joined(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.concatenate([first[name], second[name]]) for name in ("op", "key", "value")}
+    return {name: np.concatenate([first[name], second[name]]) for name in FIELDS}
