@@ -45,6 +45,7 @@ from checkers.arrays import NULL
 from checkers.history_format import ASSIGN, OK, POLL, SUBSCRIBE, TXN
 from checkers.keypass import LATE
 from checkers.load import Tables
+from checkers.routes import rows_of_routes
 from checkers.table_format import OP_ROW, pid_route
 
 MAX_GAP_FRACTION = 0.5
@@ -67,7 +68,7 @@ def stuck_reads(t: Tables) -> list[tuple]:
     max_gap = int(timeout * MAX_GAP_FRACTION)
     candidates = [(r["a"], r["key"], r["value"], r["offset"], r["b"], r["c"], r["d"], r["time"]) for r in late]
     pids = sorted({pid for pid, *_ in candidates})
-    ops = t.rows.where((F.col("kind") == OP_ROW) & F.col("route").isin([pid_route(pid) for pid in pids])).select(
+    ops = rows_of_routes(t.rows, [pid_route(pid) for pid in pids]).where(F.col("kind") == OP_ROW).select(
         "pid",
         "invoke_index",
         "f",

@@ -167,12 +167,16 @@ class Tables:
         return mops.join(self.ops.select("op", *OP_FACTS), "op").select(*MOP_COLUMNS)
 
     def release(self) -> None:
-        """Frees everything this run keeps in Spark (the table and every cached result)."""
+        """Frees everything this run keeps in Spark (the table and every cached
+        result), and waits until it is gone. Spark removes blocks on a thread
+        pool of its own: `gregor check` exits right after this, and a removal
+        still under way when the JVM shut that pool down printed a
+        RejectedExecutionException's stack trace after the results."""
         for value in list(self.cache.values()):
             if isinstance(value, DataFrame):
-                free_rows(value)
+                free_rows(value, wait=True)
         self.cache.clear()
-        free_rows(self.rows)
+        free_rows(self.rows, wait=True)
 
 
 OP_COLUMNS = (
@@ -328,11 +332,12 @@ def stored_rows(frame: DataFrame, storage: StorageLevel) -> DataFrame:
         return frame.localCheckpoint(eager=False, storageLevel=storage)
 
 
-def free_rows(frame: DataFrame) -> None:
-    """Frees what `stored_rows` stored (DataFrame.unpersist does not free a checkpoint)."""
+def free_rows(frame: DataFrame, wait: bool = False) -> None:
+    """Frees what `stored_rows` stored (DataFrame.unpersist does not free a
+    checkpoint); with `wait`, returns once its blocks are gone."""
     plan = frame._jdf.queryExecution().analyzed()
     if plan.nodeName() == "LogicalRDD":
-        plan.rdd().unpersist(False)
+        plan.rdd().unpersist(wait)
 
 
 def _partitions(spark: SparkSession, history: Path) -> int:

@@ -192,9 +192,19 @@ def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spar
         assert "Exchange" not in by_route._jdf.queryExecution().executedPlan().toString()
         assert by_route.count() > 1
         assert spark.conf.get("spark.sql.adaptive.enabled") == "true"  # set back after planning the table
+        files = _block_files(spark, tables.rows)
+        assert bool(files) == on_disk
     finally:
         tables.release()
     assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
+    assert not [path for path in files if path.exists()]  # gone when release returns: `gregor check` exits then
+
+
+def _block_files(spark, table) -> list:
+    """The files of a stored table's blocks in Spark's local directories."""
+    stored = table._jdf.queryExecution().analyzed().rdd().id()
+    roots = spark._jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(spark._jsc.sc().getConf())
+    return [path for root in roots for path in Path(root).glob(f"blockmgr-*/*/rdd_{stored}_*")]
 
 
 def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_results(spark, tmp_path, monkeypatch):
@@ -207,3 +217,17 @@ def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_result
         result.pop("checker")
     assert {"G1c", "lost-write", "duplicate", "aborted-read"} <= set(on_disk["anomalies"])
     assert on_disk == in_memory
+
+
+def test_release_waits_until_every_stored_table_is_freed(spark, tmp_path, monkeypatch):
+    """Spark frees blocks on a pool of its own; a check that did not wait
+    could end its process while a removal was under way, and the JVM then
+    printed a RejectedExecutionException's stack trace after the results."""
+    generate(tmp_path, 2_000)
+    tables = load(tmp_path, spark)
+    tables.cache["main"] = loading.stored_rows(tables.rows.limit(10), tables.storage)
+    asked = []
+    real = loading.free_rows
+    monkeypatch.setattr(loading, "free_rows", lambda frame, wait=False: (asked.append(wait), real(frame, wait)))
+    tables.release()
+    assert asked == [True, True]

@@ -71,3 +71,11 @@ def test_the_driver_jvm_sizes_its_heap_by_gregors_policy(spark):
     )
     assert flags.getVMOption("GCTimeRatio").getValue() == "4"
     assert flags.getVMOption("MaxHeapFreeRatio").getValue() == "40"
+
+
+def test_arrow_in_the_jvm_runs_without_its_per_read_checks(spark):
+    """The JVM reads Arrow without bounds or repeated null checks, and
+    writes batches for Python workers without sizing them after each row."""
+    assert not spark._jvm.org.apache.arrow.memory.BoundsChecking.BOUNDS_CHECKING_ENABLED
+    assert not spark._jvm.org.apache.arrow.vector.NullCheckingForGet.NULL_CHECKING_ENABLED
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") in ("2147483647", "2147483647b")
