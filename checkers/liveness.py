@@ -68,15 +68,19 @@ def stuck_reads(t: Tables) -> list[tuple]:
     max_gap = int(timeout * MAX_GAP_FRACTION)
     candidates = [(r["a"], r["key"], r["value"], r["offset"], r["b"], r["c"], r["d"], r["time"]) for r in late]
     pids = sorted({pid for pid, *_ in candidates})
-    ops = rows_of_routes(t.rows, [pid_route(pid) for pid in pids]).where(F.col("kind") == OP_ROW).select(
-        "pid",
-        "invoke_index",
-        "f",
-        "type",
-        F.coalesce("invoke_time", F.lit(NULL)).alias("invoke_time"),
-        F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
-        "keys",
-        "rebalance",
+    ops = (
+        rows_of_routes(t.rows, [pid_route(pid) for pid in pids])
+        .where(F.col("kind") == OP_ROW)
+        .select(
+            "pid",
+            "invoke_index",
+            "f",
+            "type",
+            F.coalesce("invoke_time", F.lit(NULL)).alias("invoke_time"),
+            F.coalesce("complete_time", F.lit(NULL)).alias("complete_time"),
+            "keys",
+            "rebalance",
+        )
     )
     found = ops.mapInArrow(_checker(candidates, max_gap), STUCK_SCHEMA).collect()
     return [

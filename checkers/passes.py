@@ -680,8 +680,10 @@ def collect(t: Tables, max_examples: int) -> tuple[dict, dict]:
     padding = [F.lit(None).cast(t_).alias(n) for n, t_ in NEMESIS_COLUMNS]
     mine = out.where(F.col("tag").isin(*SMALL_TAGS, EXAMPLE, TALLY, NAMED)).select("*", *padding)
     # The nemesis ops have a route of their own: read its partition, not the whole table.
-    nemesis = rows_of_routes(t.rows, [NEMESIS_ROUTE]).where(F.col("kind") == OP_ROW).select(
-        F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS]
+    nemesis = (
+        rows_of_routes(t.rows, [NEMESIS_ROUTE])
+        .where(F.col("kind") == OP_ROW)
+        .select(F.lit(NEMESIS_TAG).alias("tag"), F.col("op").alias("a"), *[F.col(n) for n, _ in NEMESIS_COLUMNS])
     )
     nemesis = nemesis.select(
         *[
