@@ -4,12 +4,16 @@ A copier group is a group whose ops derive outputs (sends with `from`) and
 that commits its input positions in `ok` ops: commit mops inside its
 transactions (send_offsets_to_transaction) or `commit` ops of its own; its
 inputs are the keys of those commits (passes.cross_key_facts finds the
-groups). The per-key pass emits the outputs that must have happened and
-the input records below each copier group's committed position; the rest
-is two small joins. When the run's consumers read uncommitted records, a
-read of an `info` transaction's output does not prove that it committed:
-such an output counts as a copy (no eos-lost) but not as a second one (no
-eos-duplicate).
+groups). The per-key pass emits the outputs that must have happened, and
+on each input key, from the copier-input markers there, the few inputs a
+join can still find something about: those with two or more derived sends
+of one group (EOS_POS), and those below a copier group's committed position
+that no `ok` op of the group copied (EOS_REC); it also counts them
+(EOS_COUNT). The rest is two joins with what the pass found, each skipped
+when its side is empty and broadcast when it is counted small. When the
+run's consumers read uncommitted records, a read of an `info` transaction's
+output does not prove that it committed: such an output counts as a copy
+(no eos-lost) but not as a second one (no eos-duplicate).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from pyspark.sql import functions as F
 
 from checkers import passes
 from checkers.anomaly import conform, empty_anomalies, union_all
-from checkers.keypass import EOS_OUT, EOS_POS, EOS_REC, EOS_UNPROVEN
+from checkers.keypass import EOS_COUNT, EOS_INFO_OUT, EOS_OUT, EOS_POS, EOS_REC, EOS_UNPROVEN
 from checkers.load import Tables
+from checkers.spark import broadcast_if_small
 
 NAMES = ("eos-duplicate", "eos-lost")
 
@@ -34,12 +39,24 @@ def applies(t: Tables) -> bool:
 def find(t: Tables) -> DataFrame:
     if not applies(t):
         return empty_anomalies(t.spark)
-    return union_all(t.spark, [duplicates(t), losses(t)])
+    counts = _counts(t)
+    frames = []
+    if counts["twice"]:
+        frames.append(duplicates(t, counts))
+    if counts["below"]:
+        frames.append(losses(t, counts))
+    return union_all(t.spark, frames)
 
 
-def _outputs(t: Tables, tags=(EOS_OUT,)) -> DataFrame:
-    """Outputs that must have happened, of copier groups' ops, with their input
-    record (with EOS_UNPROVEN also those whose transaction may have aborted)."""
+def _counts(t: Tables) -> dict:
+    """How many rows the pass made of each tag eos joins on (EOS_COUNT)."""
+    rows = passes.small(t).get(EOS_COUNT, [])
+    return {name: sum(row[column] for row in rows) for name, column in (("twice", "a"), ("below", "b"), ("info", "c"))}
+
+
+def _outputs(t: Tables, tags) -> DataFrame:
+    """Outputs of copier groups' ops that must have happened (or, with
+    EOS_UNPROVEN, may have), with their input record."""
     return (
         passes.main(t)
         .where(F.col("tag").isin(*tags))
@@ -55,11 +72,23 @@ def _outputs(t: Tables, tags=(EOS_OUT,)) -> DataFrame:
     )
 
 
-def duplicates(t: Tables) -> DataFrame:
-    """One row per input record that is the source of two or more outputs that must have happened."""
+def duplicates(t: Tables, counts: dict) -> DataFrame:
+    """One row per input record that is the source of two or more outputs
+    that must have happened: of the inputs with two or more derived sends
+    of one group (EOS_POS), the only ones that can be."""
+    inputs = ["group", "from_key", "from_value"]
+    twice = broadcast_if_small(
+        passes.main(t)
+        .where(F.col("tag") == EOS_POS)
+        .select(
+            F.col("a").alias("group"), F.col("key").alias("from_key"), F.col("value").alias("from_value"), "offset"
+        ),
+        counts["twice"],
+    )
     per_input = (
-        _outputs(t)
-        .groupBy("group", "from_key", "from_value")
+        _outputs(t, (EOS_OUT, EOS_INFO_OUT))
+        .join(twice.drop("offset"), inputs, "left_semi")
+        .groupBy(*inputs)
         .agg(
             F.collect_set(F.struct("key", "value")).alias("outs"),
             F.array_sort(F.collect_set("op")).alias("ops"),
@@ -67,12 +96,7 @@ def duplicates(t: Tables) -> DataFrame:
         )
         .where(F.size("outs") >= 2)
     )
-    offsets = (
-        passes.main(t)
-        .where(F.col("tag") == EOS_POS)
-        .select(F.col("key").alias("from_key"), F.col("value").alias("from_value"), "offset")
-    )
-    found = per_input.join(offsets, ["from_key", "from_value"], "left")
+    found = per_input.join(twice, inputs, "left")
     return conform(
         found,
         "eos-duplicate",
@@ -82,9 +106,11 @@ def duplicates(t: Tables) -> DataFrame:
     )
 
 
-def losses(t: Tables) -> DataFrame:
-    """One row per input record below the group's committed position that no output came from."""
-    below = (
+def losses(t: Tables, counts: dict) -> DataFrame:
+    """One row per input record below the group's committed position that
+    no output came from. The pass left out those an `ok` op copied, so only
+    an `info` op's output (EOS_INFO_OUT, EOS_UNPROVEN) can still have."""
+    lost = (
         passes.main(t)
         .where(F.col("tag") == EOS_REC)
         .select(
@@ -97,10 +123,9 @@ def losses(t: Tables) -> DataFrame:
             F.col("time").alias("commit_time"),
         )
     )
-    copied = (
-        _outputs(t, (EOS_OUT, EOS_UNPROVEN))
-        .select("group", F.col("from_key").alias("key"), F.col("from_value").alias("value"))
-        .distinct()
-    )
-    lost = below.join(copied, ["group", "key", "value"], "left_anti")
+    if counts["info"]:
+        copied = _outputs(t, (EOS_INFO_OUT, EOS_UNPROVEN)).select(
+            "group", F.col("from_key").alias("key"), F.col("from_value").alias("value")
+        )
+        lost = lost.join(broadcast_if_small(copied, counts["info"]), ["group", "key", "value"], "left_anti")
     return conform(lost, "eos-lost", ops=F.array("writer", "commit_op"), time=F.col("commit_time"))

@@ -68,7 +68,9 @@ from checkers.table_format import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK
     TALLY,
     NAMED,
     EOS_UNPROVEN,
-) = range(23)
+    EOS_INFO_OUT,
+    EOS_COUNT,
+) = range(25)
 
 # A pictured offset's statuses (checkers/pictures.py), worst first: an
 # offset shows the most serious status of its values.
@@ -641,15 +643,34 @@ class KeyPass:
             self.eos_rows()
 
     def eos_rows(self):
-        """Copier groups' outputs that must have happened, with their input
-        (EOS_OUT; EOS_UNPROVEN for an `info` op's outputs when the readers
-        read uncommitted records: such a read shows the output was written,
-        not that its transaction committed), and the input records below
-        each copier group's committed position (EOS_REC)."""
+        """What eos's two joins need, cut down here to the inputs a join can
+        still find something about (issue 42: at 10M events they joined
+        every copied input, 1.85M rows three times over).
+
+        - The outputs that must have happened, with their input: EOS_OUT for
+          an `ok` op's, EOS_INFO_OUT for an `info` op's, and EOS_UNPROVEN
+          for an `info` op's when the readers read uncommitted records (such
+          a read shows the output was written, not that its transaction
+          committed).
+        - EOS_POS, the inputs that may have been copied twice: two or more
+          copier-input markers (one per derived send) of one group on one
+          input, with the input's offset (NULL when the log does not place
+          it). An input copied to two outputs has two markers.
+        - EOS_REC, the input records below a copier group's committed
+          position that no `ok` op of the group copied: an `ok` op's
+          derived send must have happened, so only an `info` op's output
+          can still have copied them.
+        - EOS_COUNT, one row per run of the pass that has any of the last
+          three: how many EOS_POS (a), EOS_REC (b) and `info` outputs (c)
+          it made, so that eos knows their sizes before it joins
+          (passes.SMALL_TAGS brings them back with the pass's small rows).
+        """
         c, p = self.c, self.p
         out = np.flatnonzero(self.must & (c["from_key"] != NULL) & member(c["group"], p.copier_groups))
-        proven = self.ok[out] | (not p.read_uncommitted)
-        for tag, rows in ((EOS_OUT, out[proven]), (EOS_UNPROVEN, out[~proven])):
+        ok_out = self.ok[out]
+        info_proven = ~ok_out & (not p.read_uncommitted)
+        info_unproven = ~ok_out & p.read_uncommitted
+        for tag, rows in ((EOS_OUT, out[ok_out]), (EOS_INFO_OUT, out[info_proven]), (EOS_UNPROVEN, out[info_unproven])):
             self.out.add(
                 tag,
                 len(rows),
@@ -661,7 +682,16 @@ class KeyPass:
                 c=c["from_value"][rows],
                 d=c["op"][rows],
             )
+        marks = np.flatnonzero((c["kind"] == FROM_ROW) & member(c["group"], p.copier_groups))
         rec, group, commit_op, commit_time = self._records_below(p.copier_groups)
+        okm = marks[self.ok[marks]]
+        ids, _ = group_ids(
+            np.concatenate([group, c["group"][okm]]),
+            np.concatenate([c["key"][rec], c["key"][okm]]),
+            np.concatenate([c["value"][rec], c["from_value"][okm]]),
+        )
+        uncopied = ~member(ids[: len(rec)], ids[len(rec) :])
+        rec, group, commit_op, commit_time = rec[uncopied], group[uncopied], commit_op[uncopied], commit_time[uncopied]
         self.out.add(
             EOS_REC,
             len(rec),
@@ -673,22 +703,17 @@ class KeyPass:
             b=c["op"][rec],
             c=commit_op,
         )
-        named = np.flatnonzero(c["kind"] == FROM_ROW)
-        if len(named):
-            ids, n = group_ids(c["key"][named], c["from_value"][named])
-            named = named[first_per_group(ids, n)]
-            kv = self.kv_of(c["key"][named], c["from_value"][named])
-            found = kv >= 0
-            named, kv = named[found], kv[found]
-            at = self.log_offset[kv]
-            placed = at != NULL
-            self.out.add(
-                EOS_POS,
-                int(placed.sum()),
-                key=c["key"][named][placed],
-                value=c["from_value"][named][placed],
-                offset=at[placed],
-            )
+        ids, n = group_ids(c["group"][marks], c["key"][marks], c["from_value"][marks])
+        twice = marks[first_per_group(ids, n)][np.bincount(ids, minlength=n) >= 2]
+        kv = self.kv_of(c["key"][twice], c["from_value"][twice])
+        at = np.full(len(twice), NULL, dtype=np.int64)
+        at[kv >= 0] = self.log_offset[kv[kv >= 0]]
+        self.out.add(
+            EOS_POS, len(twice), key=c["key"][twice], value=c["from_value"][twice], offset=at, a=c["group"][twice]
+        )
+        counts = np.array([len(twice), len(rec), int((~ok_out).sum())])
+        if counts.any():
+            self.out.add(EOS_COUNT, 1, a=counts[:1], b=counts[1:2], c=counts[2:])
 
     def liveness(self):
         """Candidates for stuck-lso: a process's first read of a value, invoked

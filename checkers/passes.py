@@ -39,6 +39,7 @@ from checkers.history_format import INIT, OK, TXN
 from checkers.keypass import (
     ANOMALY,
     COVER,
+    EOS_COUNT,
     EXAMPLE,
     INFO_NODE,
     INPUT_COLUMNS,
@@ -639,7 +640,7 @@ def anomalies(frame: DataFrame, names=None) -> DataFrame:
 # ------------------------------------------------------------ what comes back to the driver
 
 # Output tags small enough to bring back whole (the rest stay in Spark).
-SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, INFO_NODE, LATE, LAG, COVER)
+SMALL_TAGS = (SPAN, TORN, ZOMBIE_SEND, INFO_NODE, LATE, LAG, COVER, EOS_COUNT)
 NEMESIS_TAG = -1
 NAMED_TAG = NAMED  # per key an anomaly names: the lowest offset named on it
 

@@ -197,3 +197,37 @@ def test_a_group_that_commits_without_deriving_outputs_is_no_copier(spark, tmp_p
     t = load(write_run(tmp_path / "copier", events), spark)
     assert eos.applies(t)
     assert sorted((r["name"], r["value"]) for r in eos.find(t).collect()) == [("eos-lost", 2)]
+
+
+def test_the_pass_gives_eos_only_the_inputs_a_join_can_still_find_something_about(spark, tmp_path, write_run):
+    """Input 1 is copied by an aborted transaction, then again with input 2
+    by an `ok` one that commits the group's position past both: one copy
+    each, no anomaly. The pass keeps back what eos no longer needs to join:
+    input 1 has two derived sends (EOS_POS, a candidate for a second copy),
+    and neither input is below the commit uncopied by an `ok` op (no EOS_REC)."""
+    from collections import Counter
+
+    from txn_events import flatten
+
+    from checkers import passes
+    from checkers.keypass import EOS_COUNT, EOS_INFO_OUT, EOS_OUT, EOS_POS, EOS_REC, EOS_UNPROVEN
+
+    events = flatten(
+        _feed(),
+        _copy(2, [(0, 1)], [(101, None, 1)], type="fail"),
+        _copy(6, [(0, 1), (1, 2)], [(102, 1, 1), (103, 2, 2)]),
+        _commit(6, 2),
+        _verify((102, 1), (103, 2)),
+    )
+    t = load(write_run(tmp_path, events), spark)
+    try:
+        assert eos.find(t).collect() == []
+        main = passes.main(t)
+        tags = Counter(row["tag"] for row in main.select("tag").collect())
+        assert (tags[EOS_OUT], tags[EOS_POS], tags[EOS_REC], tags[EOS_INFO_OUT] + tags[EOS_UNPROVEN]) == (2, 1, 0, 0)
+        [candidate] = main.where(f"tag = {EOS_POS}").select("key", "value", "offset").collect()
+        assert tuple(candidate) == (0, 1, 0)
+        counts = [(r["a"], r["b"], r["c"]) for r in passes.small(t)[EOS_COUNT]]
+        assert [sum(column) for column in zip(*counts)] == [1, 0, 0]
+    finally:
+        t.release()

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from history_shapes import generate  # noqa: E402
 
 from checkers import passes  # noqa: E402
-from checkers.keypass import ANOMALY, EOS_REC, INPUT_COLUMNS  # noqa: E402
+from checkers.keypass import ANOMALY, EOS_OUT, INPUT_COLUMNS  # noqa: E402
 
 
 def _columns(keys: list[int]) -> dict[str, np.ndarray]:
@@ -104,7 +104,7 @@ def test_streamed_chunks_refuse_rows_not_sorted_by_key():
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("shape", "tag"), [("eos", EOS_REC), ("queue", ANOMALY)])
+@pytest.mark.parametrize(("shape", "tag"), [("eos", EOS_OUT), ("queue", ANOMALY)])
 def test_the_main_pass_finds_the_same_rows_whatever_keys_a_task_runs_at_once(spark, tmp_path, monkeypatch, shape, tag):
     from dataclasses import replace
 
@@ -127,7 +127,7 @@ def test_the_main_pass_finds_the_same_rows_whatever_keys_a_task_runs_at_once(spa
         at_once = t.rows.where(F.col("kind").isin(*KEY_KINDS)).selectExpr(*passes.INPUT_EXPRESSIONS)
         at_once = at_once.mapInArrow(passes._runner(params), passes.OUTPUT_SCHEMA).toArrow().to_pylist()
         assert sorted(map(repr, at_once)) == whole
-        assert len(whole) > 100 and any(f"'tag': {tag}," in row for row in whole)  # eos records, anomalies
+        assert len(whole) > 100 and any(f"'tag': {tag}," in row for row in whole)  # eos outputs, anomalies
         assert rows(1) == whole  # one key at a time
         assert rows(400) == whole  # a few small keys at once, big ones alone
     finally:
