@@ -101,7 +101,7 @@ from checkers.keypass import (
     cover_bin,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
-from checkers.routes import route_partitions, rows_of_routes
+from checkers.routes import route_partitions, rows_in_partitions, rows_of_routes
 from checkers.spark import broadcast_if_small, where_in
 from checkers.table_format import OP_ROW, pid_route
 
@@ -379,7 +379,7 @@ def _graph_ops(t: Tables, routes: list[int] | None = None, ports: DataFrame | No
 def _graph_op_ports(t: Tables, rows: DataFrame | None = None) -> DataFrame:
     """Per graph op: process, times, in and out ports with their doubled phi
     (of `rows`, a part of the table, if given)."""
-    rows = t.rows if rows is None else rows
+    rows = rows_in_partitions(t.rows, t.metrics["op_partitions"]) if rows is None else rows
     ops = rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     ops, ports = _with_ports(t, ops)
     return ops.where(ports["graph_op"]).select(

@@ -304,13 +304,16 @@ def _stored(
     directory = history.parent
     rows = rows.where(F.col("kind").isNotNull())
     storage = storage_level(history)
-    table = stored_rows(rows.repartition(_partitions(spark, history), "route"), storage)
+    partitions = _partitions(spark, history)
+    table = stored_rows(rows.repartition(partitions, "route"), storage)
     try:
         # The job that stores the table also counts, over the stored rows: an
         # Observation on the rows before the shuffle cost a seventh of the
         # load (an uncompiled operator that also splits the compiled stage).
-        counted = table.agg(*_metric_columns()).collect()[0]
+        # (spark_partition_id may not stand inside an aggregate: it is projected first.)
+        counted = table.select("*", F.spark_partition_id().alias(PART)).agg(*_metric_columns(partitions)).collect()[0]
         metrics = {name: int(counted[name] or 0) for name in counted.asDict()}
+        metrics["op_partitions"] = _op_partitions(metrics, partitions)
         metrics["torn_tail"] = torn
         if metrics["problems"] and name_problems:
             raise _first_problem(table, history)
@@ -696,14 +699,23 @@ def _rows(paired: DataFrame, keys: list[int]) -> DataFrame:
     )
 
 
-def _metric_columns() -> list[F.Column]:
+def _metric_columns(partitions: int) -> list[F.Column]:
     """What the load counts, over the stored table (kind is never null there).
 
     `events` is the last line's number: every line is an event, and the last
     one always leaves a row (a completion, or an invoke cut short, is an op
     row; a bad line a problem row). `_tight` is kept in the table for this.
+    `_op_parts_J` are bitmaps of the table's partitions 64 J to 64 J + 63
+    that hold client op rows (`_op_partitions`).
     """
     client_op = f"kind = {OP_ROW} and process != '{NEMESIS}'"
+    part = PART
+    op_parts = [
+        F.expr(f"bit_or(case when {client_op} and {part} div 64 = {j} then shiftleft(1L, {part} % 64) end)").alias(
+            f"{OP_PARTS}{j}"
+        )
+        for j in range(math.ceil(partitions / 64))
+    ]
     counts = {
         "problems": f"kind = {PROBLEM_ROW}",
         "ops": client_op,
@@ -726,7 +738,24 @@ def _metric_columns() -> list[F.Column]:
             F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
             F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time"),
         ]
+        + op_parts
     )
+
+
+OP_PARTS = "_op_parts_"
+PART = "_partition"
+
+
+def _op_partitions(metrics: dict, partitions: int) -> list[int]:
+    """The partitions of the stored table that hold client op rows, from
+    the metrics' bitmaps (which it takes out of `metrics`). The op rows'
+    routes are their processes', a few of the table's routes: the stats
+    read those partitions only (routes.rows_in_partitions)."""
+    found = []
+    for j in range(math.ceil(partitions / 64)):
+        bits = metrics.pop(f"{OP_PARTS}{j}") & (2**64 - 1)
+        found += [64 * j + i for i in range(64) if bits >> i & 1]
+    return found
 
 
 def _first_problem(table: DataFrame, history: Path) -> GregorError:

@@ -34,13 +34,19 @@ def rows_of_routes(rows: DataFrame, routes: list[int]) -> DataFrame:
     count = route_partitions(rows)
     if count is None:
         return rows.where(chosen)
-    holding = partitions_of(rows.sparkSession, routes, count)
-    if len(holding) >= count:
-        return rows.where(chosen)
+    return rows_in_partitions(rows, partitions_of(rows.sparkSession, routes, count)).where(chosen)
+
+
+def rows_in_partitions(rows: DataFrame, partitions: list[int]) -> DataFrame:
+    """`rows` read from these partitions only, when `rows` is a stored table
+    partitioned by route; else (or when they are all of it) every row."""
+    count = route_partitions(rows)
+    if count is None or len(set(partitions)) >= count:
+        return rows
     try:
-        return pruned(rows, holding).where(chosen)
+        return pruned(rows, sorted(set(partitions)))
     except Py4JError:  # a Spark without these internals: read every partition (tests/checkers/test_routes.py fails)
-        return rows.where(chosen)
+        return rows
 
 
 def route_partitions(rows: DataFrame) -> int | None:

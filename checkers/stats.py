@@ -2,7 +2,8 @@
 quantiles per op and outcome, throughput over time and consumers' lag.
 
 Counts and the run's span come from the load's own metrics; latency and
-throughput are one grouping-sets aggregation over the op rows; lag comes
+throughput are one grouping-sets aggregation over the op rows, read from
+the partitions that hold them (the load's metrics name them); lag comes
 from the per-key pass. Only aggregates (a few hundred rows per series)
 reach the driver. Quantiles are approximate (percentile_approx), accurate
 to ~0.1% of rank.
@@ -17,6 +18,7 @@ from checkers.buckets import bucket_seconds, lag_bucket_seconds
 from checkers.history_format import NEMESIS
 from checkers.keypass import LAG
 from checkers.load import Tables
+from checkers.routes import rows_in_partitions
 from checkers.spark import session_conf
 from checkers.table_format import OP_ROW
 
@@ -50,7 +52,9 @@ def compute_stats(t: Tables) -> dict:
     }
     bucket_s = bucket_seconds(duration_s)
     bucket_ns = int(round(bucket_s * 1e9))
-    ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
+    # Only the partitions that hold client op rows are read (the load found them).
+    ops = rows_in_partitions(t.rows, t.metrics["op_partitions"])
+    ops = ops.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     latency = (F.col("complete_time") - F.col("invoke_time")).alias("latency")
     bucket = F.floor(F.col("complete_time") / F.lit(bucket_ns)).cast("long").alias("bucket")
     with session_conf(t.spark, *HASH_GROUPS_CONF):

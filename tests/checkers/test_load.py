@@ -231,3 +231,35 @@ def test_release_waits_until_every_stored_table_is_freed(spark, tmp_path, monkey
     monkeypatch.setattr(loading, "free_rows", lambda frame, wait=False: (asked.append(wait), real(frame, wait)))
     tables.release()
     assert asked == [True, True]
+
+
+@pytest.mark.parametrize("partitions", [5, 130], ids=["one-word", "three-words"])
+def test_the_load_names_the_partitions_that_hold_client_ops(spark, tmp_path, monkeypatch, partitions):
+    """The metrics' bitmaps name exactly the stored table's partitions with a
+    client op row (the nemesis's route is left out), over more than one
+    64-bit word of them; the stats read those partitions alone and give
+    what a read of the whole table gives."""
+    from pyspark.sql import functions as F
+
+    from checkers.history_format import NEMESIS
+    from checkers.stats import compute_stats
+    from checkers.table_format import OP_ROW
+
+    generate(tmp_path, 4_000)
+    size = (tmp_path / "history.jsonl").stat().st_size
+    monkeypatch.setattr(loading, "BYTES_PER_PARTITION", -(-size // partitions))
+    t = load(tmp_path, spark)
+    try:
+        count = t.rows.rdd.getNumPartitions()
+        assert count >= partitions
+        client_ops = t.rows.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
+        holding = sorted({r["p"] for r in client_ops.select(F.spark_partition_id().alias("p")).collect()})
+        assert t.metrics["op_partitions"] == holding
+        assert 0 < len(holding) < count
+        assert not [name for name in t.metrics if name.startswith(loading.OP_PARTS)]
+        pruned = compute_stats(t)
+        t.metrics["op_partitions"] = list(range(count))  # every partition: read whole
+        assert compute_stats(t) == pruned
+        assert pruned["ops"] > 0 and pruned["latency"]
+    finally:
+        t.release()

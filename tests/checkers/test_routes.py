@@ -9,7 +9,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from checkers.load import free_rows, stored_rows
-from checkers.routes import partitions_of, route_partitions, rows_of_routes
+from checkers.routes import partitions_of, route_partitions, rows_in_partitions, rows_of_routes
 
 
 @pytest.fixture
@@ -49,3 +49,14 @@ def test_a_table_not_stored_by_route_is_filtered_whole(spark, by_route):
     plain = spark.range(0, 100).select((F.col("id") % 5).alias("route"), "id")
     assert route_partitions(plain) is None
     assert rows_of_routes(plain, [1, 2]).count() == 40
+
+
+def test_rows_in_partitions_reads_those_partitions_only(spark, by_route):
+    placed = by_route.select("id", F.spark_partition_id().alias("p"))
+    for partitions in ([3], [0, 6, 6], list(range(7))):
+        got = rows_in_partitions(by_route, partitions)
+        expected = sorted(r["id"] for r in placed.where(F.col("p").isin(partitions)).collect())
+        assert sorted(r["id"] for r in got.collect()) == expected
+        assert got.rdd.getNumPartitions() == len(set(partitions))
+    filtered = by_route.where(F.col("id") % 2 == 0)  # no longer the stored table: read whole
+    assert rows_in_partitions(filtered, [3]).count() == 3000
