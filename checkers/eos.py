@@ -85,10 +85,11 @@ def duplicates(t: Tables, counts: dict) -> DataFrame:
         ),
         counts["twice"],
     )
+    # One EOS_POS row per input: its offset (NULL when unplaced) goes along through the grouping.
     per_input = (
         _outputs(t, (EOS_OUT, EOS_INFO_OUT))
-        .join(twice.drop("offset"), inputs, "left_semi")
-        .groupBy(*inputs)
+        .join(twice, inputs)
+        .groupBy(*inputs, "offset")
         .agg(
             F.collect_set(F.struct("key", "value")).alias("outs"),
             F.array_sort(F.collect_set("op")).alias("ops"),
@@ -96,9 +97,8 @@ def duplicates(t: Tables, counts: dict) -> DataFrame:
         )
         .where(F.size("outs") >= 2)
     )
-    found = per_input.join(twice, inputs, "left")
     return conform(
-        found,
+        per_input,
         "eos-duplicate",
         key=F.col("from_key"),
         value=F.col("from_value"),
