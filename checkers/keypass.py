@@ -30,6 +30,7 @@ from checkers.arrays import (
     dense_rank_within,
     fill_backward_after,
     fill_forward,
+    find,
     first_per_group,
     group_ids,
     join,
@@ -39,6 +40,7 @@ from checkers.arrays import (
     order,
     previous_in_group,
     reduce_by,
+    search,
     starts,
 )
 from checkers.table_format import COMMIT_ROW, FAIL_CODE, FROM_ROW, INFO_CODE, OK_CODE, POLL_ROW, REBALANCE_ROW, SEND_ROW
@@ -132,6 +134,31 @@ class Params:
     margin: int = 50
 
 
+@dataclass
+class KeyFacts:
+    """What the pieces of one large key (checkers/pieces.py) need to know of
+    the whole key, a few bytes a value at most: where its records stand,
+    which values an `ok` op read and where each first stands, its read
+    bound, the groups' committed offsets, and each process's `ok` read times."""
+
+    offsets: np.ndarray  # sorted distinct offsets of the key's records
+    values: np.ndarray  # sorted values the log holds
+    value_offsets: np.ndarray  # each one's first offset
+    value_read: np.ndarray  # whether an `ok` poll read it (int8)
+    bound_offset: int  # offset of the highest `ok` read, NULL when none
+    bound_op: int  # the first op that read there, NULL when none
+    read_txns: np.ndarray  # `info` transactions with a send read on the key
+    committed: tuple  # per group: (group, offset, op, complete_time) of its best `ok` commit
+    read_times: dict  # process -> sorted completions of its `ok` reads (liveness only)
+
+
+# Which steps of the main and cycle modes run on which piece of a large key
+# (checkers/pieces.py): all rows of some values (V), a stretch of the rows
+# in process order (P), the rows at offsets holding two values (X), or
+# the key's writers and the reads of junction ops (C). Without pieces, all.
+ALL_FAMILIES = frozenset("VPXC")
+
+
 class Rows:
     """Collects output rows per tag as column arrays, turned into one table at the end."""
 
@@ -200,8 +227,11 @@ def _single_list(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class KeyPass:
     """One run of the pass over the rows of a batch of keys."""
 
-    def __init__(self, c: dict, p: Params):
-        self.c, self.p = c, p
+    def __init__(self, c: dict, p: Params, facts: KeyFacts | None = None, carried: int = 0):
+        """`facts`: the whole key's, when `c` is a piece of one key; `carried`:
+        how many leading rows are an earlier stretch's, there only as the
+        previous row of an order step (no pair ends at one)."""
+        self.c, self.p, self.key_facts, self.carried = c, p, facts, carried
         self.out = Rows()
         n = len(c["key"])
         self.n = n
@@ -227,8 +257,16 @@ class KeyPass:
         self.kv = np.full(self.n, -1, dtype=np.int64)
         ids, self.n_kv = group_ids(c["key"][sp], c["value"][sp])
         self.kv[sp] = ids
-        self.read_kv = np.zeros(self.n_kv, dtype=bool)
-        self.read_kv[self.kv[self.okread]] = True
+        if self.key_facts is None:
+            self.read_kv = np.zeros(self.n_kv, dtype=bool)
+            self.read_kv[self.kv[self.okread]] = True
+        else:
+            self.kv_value = np.empty(self.n_kv, dtype=np.int64)
+            self.kv_value[ids] = c["value"][sp]
+            f = self.key_facts
+            # where each value stands among the key's logged values, and whether it is one
+            self.at, self.logged = find(f.values, self.kv_value)
+            self.read_kv = self.logged & (f.value_read[self.at] != 0) if len(f.values) else self.logged
         self.read = np.zeros(self.n, dtype=bool)
         self.read[self.send] = self.read_kv[self.kv[self.send]]
 
@@ -248,6 +286,8 @@ class KeyPass:
         op = c["op"]
         local = np.unique(op[self.send & self.info & self.txn & self.read])
         txns_read = np.union1d(local, self.p.read_txns)
+        if self.key_facts is not None:
+            txns_read = np.union1d(txns_read, self.key_facts.read_txns)
         self.must = self.send & (self.ok | (self.info & self.read) | (self.info & self.txn & member(op, txns_read)))
 
     def _log(self):
@@ -258,6 +298,9 @@ class KeyPass:
         ri = np.flatnonzero(self.record)
         self.ri = ri
         self.index = np.full(self.n, NULL, dtype=np.int64)
+        if self.key_facts is not None:
+            self._log_of_key(ri)
+            return
         self.index[ri] = dense_rank_within(c["key"][ri], c["offset"][ri])
         self.position = reduce_by(self.kv[ri], self.n_kv, self.index[ri], np.minimum, np.iinfo(np.int64).max)
         self.position[self.position == np.iinfo(np.int64).max] = NULL
@@ -276,31 +319,54 @@ class KeyPass:
         bound_op[bound < 0] = NULL
         self.bound_op = bound_op
 
+    def _log_of_key(self, ri: np.ndarray):
+        """`_log` of a piece of one key, from the whole key's facts: an
+        index is a rank among the key's record offsets, a value's first
+        offset is the key's, and the bound is the key's."""
+        c, f = self.c, self.key_facts
+        if self.n and c["key"].min() != c["key"].max():
+            raise ValueError("a piece of a large key holds rows of two keys")
+        self.index[ri] = search(f.offsets, c["offset"][ri])
+        logged = self.logged
+        self.log_offset = np.where(logged, f.value_offsets[self.at] if len(f.values) else NULL, NULL)
+        self.position = np.where(logged, search(f.offsets, self.log_offset), NULL)
+        self.kid, self.n_keys = np.zeros(self.n, dtype=np.int64), 1
+        has_bound = f.bound_offset != NULL
+        self.bound = np.array([np.searchsorted(f.offsets, f.bound_offset) if has_bound else -1], dtype=np.int64)
+        self.bound_op = np.array([f.bound_op if has_bound else NULL], dtype=np.int64)
+
     # ------------------------------------------------------------ main mode
 
-    def run(self) -> Rows:
+    def run(self, families: frozenset = ALL_FAMILIES) -> Rows:
+        """The mode's steps, those of `families` only (see ALL_FAMILIES)."""
         mode = self.p.mode
         if mode == "main":
-            self.inconsistent_offsets()
-            self.duplicates()
-            self.lost_and_unseen()
-            self.aborted_reads()
-            self.uncommitted_reads()
-            self.precommitted_reads()
-            self.poll_order()
-            self.send_order()
-            self.offset_commit_loss()
-            self.follow_ups()
-            self.liveness()
-            self.lag()
-            self.cycles(spans_only=True)
-            self.cover()
+            if "X" in families:
+                self.inconsistent_offsets()
+            if "V" in families:
+                self.duplicates()
+                self.lost_and_unseen()
+                self.aborted_reads()
+                self.uncommitted_reads()
+                self.precommitted_reads()
+            if "P" in families:
+                self.poll_order()
+                self.send_order()
+            if "V" in families:
+                self.offset_commit_loss()
+                self.follow_ups()
+                self.liveness()
+                self.lag()
+            self.cycles(spans_only=True, parts=_graph_parts(families))
+            if "V" in families:
+                self.cover()
         elif mode == "cycles":
-            self.cycles(spans_only=False)
-            self.routes()
+            self.cycles(spans_only=False, parts=_graph_parts(families))
+            if "V" in families:
+                self.routes()
         elif mode == "facts":
             self.facts()
-        elif mode == "picture":
+        elif mode == "picture" and "V" in families:
             self.picture()
         return self.out
 
@@ -485,7 +551,11 @@ class KeyPass:
         rows, segment = rows[perm], segment[perm]
         same = previous_in_group(c["key"][rows], c["pid"][rows], segment)
         cur = np.flatnonzero(same)
-        return rows[cur - 1], rows[cur]
+        prev, cur = rows[cur - 1], rows[cur]
+        if self.carried:
+            ours = cur >= self.carried
+            prev, cur = prev[ours], cur[ours]
+        return prev, cur
 
     def _emit_order(self, name, prev, cur, index, offset):
         c = self.c
@@ -538,16 +608,21 @@ class KeyPass:
         ):
             self._emit_order(name, prev[chosen], cur[chosen], index, offset)
 
-    def send_order(self):
-        """A process's successive sends to a key, placed where the log shows them."""
+    def placed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, a send's index and offset: its own when acknowledged
+        with one, else its value's first (NULL for other rows)."""
         c = self.c
         index = np.where(c["offset"] != NULL, self.index, NULL)
         kv_pos = np.full(self.n, NULL, dtype=np.int64)
         kv_off = np.full(self.n, NULL, dtype=np.int64)
         s = np.flatnonzero(self.send)
         kv_pos[s], kv_off[s] = self.position[self.kv[s]], self.log_offset[self.kv[s]]
-        placed_index = np.where(index != NULL, index, kv_pos)
-        offset = np.where(c["offset"] != NULL, c["offset"], kv_off)
+        return np.where(index != NULL, index, kv_pos), np.where(c["offset"] != NULL, c["offset"], kv_off)
+
+    def send_order(self):
+        """A process's successive sends to a key, placed where the log shows them."""
+        c = self.c
+        placed_index, offset = self.placed()
         sends = np.flatnonzero(self.must & (placed_index != NULL))
         if len(sends) < 2:
             return
@@ -566,6 +641,10 @@ class KeyPass:
     def _committed(self, groups: np.ndarray | None = None):
         """Per (group, key) with `ok` commits: the committed offset, its op and time."""
         c = self.c
+        if self.key_facts is not None:
+            g, committed, op, time = self.key_facts.committed
+            chosen = slice(None) if groups is None else member(g, groups)
+            return g[chosen], np.full(len(g[chosen]), c["key"][0]), committed[chosen], op[chosen], time[chosen]
         rows = np.flatnonzero(self.commit & self.ok & (c["group"] != NULL))
         if groups is not None:
             rows = rows[member(c["group"][rows], groups)]
@@ -758,6 +837,8 @@ class KeyPass:
         key by the same process that completed before the row's op was invoked
         (NULL where none)."""
         c = self.c
+        if self.key_facts is not None:
+            return self._previous_read_time_of_key(firsts)
         rows = np.concatenate([reads, firsts])
         at = np.concatenate([c["complete_time"][reads], c["invoke_time"][firsts]])
         is_read = np.arange(len(rows)) < len(reads)
@@ -772,6 +853,20 @@ class KeyPass:
         out = np.empty(len(perm), dtype=np.int64)
         out[perm] = carried
         return out[len(reads) :]
+
+    def _previous_read_time_of_key(self, firsts: np.ndarray) -> np.ndarray:
+        """`_previous_read_time` from the whole key's `ok` read times, one
+        process at a time (a run has few)."""
+        c, f = self.c, self.key_facts
+        out = np.full(len(firsts), NULL, dtype=np.int64)
+        pid, at = c["pid"][firsts], c["invoke_time"][firsts]
+        for process in np.unique(pid):
+            times = f.read_times.get(int(process), np.empty(0, np.int64))
+            mine = np.flatnonzero(pid == process)
+            before = np.searchsorted(times, at[mine], "left")  # reads completed strictly before
+            has = before > 0
+            out[mine[has]] = times[before[has] - 1]
+        return out
 
     def lag(self):
         """Per completion bucket and key, the worst time from a value's
@@ -806,14 +901,17 @@ class KeyPass:
         phi = np.where(commit != NULL, committed, np.where(reading, done, start))
         return 2 * phi
 
-    def _graph(self, with_nodes: bool = True, spans: bool = False):
+    def _graph(self, with_nodes: bool = True, spans: bool = False, parts: frozenset = frozenset(("chain", "wr"))):
         """Writer and reader nodes with their potential, uncompressed and compressed edges
         (nodes: None unless `with_nodes`). Each temporary goes as soon as it is dead:
         the graph's arrays are the pass's peak on a large key (issue 42). With
         `spans`, each part of the edges is made into its SPAN rows as soon as
         it is built and goes (edges and compressed come back None): the main
         pass needs no more of them, and the uncompressed edges, held through
-        the compressed ones' making, were most of the peak."""
+        the compressed ones' making, were most of the peak. `parts`: the
+        edges of the key's chain of writers (ww and compressed), the wr
+        edges, or both (a piece of a large key makes one or the other;
+        nodes come with the wr edges)."""
         c = self.c
         edges, compressed = [], []  # parts (src, dst, kind, key, src_phi, dst_phi)
 
@@ -823,23 +921,11 @@ class KeyPass:
             else:
                 into.append(part)
 
-        writers = np.flatnonzero(self.must)
-        per_send = ~self.txn[writers] & (c["n_sends"][writers] >= 2)
-        w_node = c["op"][writers] * NODE_SHIFT + np.where(per_send, c["mop_index"][writers] + 1, 0)
-        w_reads = ~per_send & (c["reads"][writers] == 1)
-        w_phi = self._phi(writers, w_reads)
+        writers, per_send, w_node, w_reads, w_phi = self._writers()
         w_pos = self.position[self.kv[writers]]
         w_kv = self.kv[writers]
         w_key = c["key"][writers]
-        reads = np.flatnonzero(self.okread)
-        r_node = c["op"][reads] * NODE_SHIFT
-        r_phi = self._phi(reads, np.ones(len(reads), dtype=bool))
-        # readers distinct per (key, value, node)
-        ids, n = group_ids(self.kv[reads], r_node)
-        keep = first_per_group(ids, n)
-        del ids
-        reads, r_node, r_phi = reads[keep], r_node[keep], r_phi[keep]
-        del keep
+        reads, r_node, r_phi = self._readers()
         r_kv = self.kv[reads]
         r_key = c["key"][reads]
         # ww: the key's chain of placed writers, by position then node
@@ -849,14 +935,24 @@ class KeyPass:
         chain_key = w_key[chain]
         j_node = w_node[chain]
         chain_phi = w_phi[chain]
-        nxt = np.flatnonzero(previous_in_group(chain_key))
-        put(edges, (j_node[nxt - 1], j_node[nxt], WW, chain_key[nxt], chain_phi[nxt - 1], chain_phi[nxt]), S_WW)
-        del nxt
-        # wr: writer -> every ok reader of its value
-        wi, rj = join(w_kv, r_kv)
-        put(edges, (w_node[wi], r_node[rj], WR, r_key[rj], w_phi[wi], r_phi[rj]), S_WR)
-        del wi, rj
+        if "chain" in parts:
+            nxt = np.flatnonzero(previous_in_group(chain_key))
+            put(edges, (j_node[nxt - 1], j_node[nxt], WW, chain_key[nxt], chain_phi[nxt - 1], chain_phi[nxt]), S_WW)
+            del nxt
+        if "wr" in parts:  # writer -> every ok reader of its value
+            wi, rj = join(w_kv, r_kv)
+            put(edges, (w_node[wi], r_node[rj], WR, r_key[rj], w_phi[wi], r_phi[rj]), S_WR)
+            del wi, rj
         edges = None if spans else _stack(edges)
+        nodes = None
+        if with_nodes and "wr" in parts:
+            nodes = (
+                np.concatenate([w_node, r_node]),
+                np.concatenate([c["op"][writers], c["op"][reads]]),
+                np.concatenate([w_phi, r_phi]),
+            )
+        if "chain" not in parts:
+            return edges, None if spans else _stack([]), nodes
         # compressed: junctions only. A node with one record in one chain and
         # no read sits on that chain between its neighbours and nothing else:
         # a node that writes two records (two keys, or one key twice) or that
@@ -866,7 +962,7 @@ class KeyPass:
         del records, per_send, w_reads
         chain_junction = junction[chain]
         group_start = starts(chain_key)
-        jr = (c["n_sends"][reads] >= 1) & (self.txn[reads] | (c["n_sends"][reads] == 1))
+        jr = self.junction_reads(reads)
         jr_kv, jr_node, jr_key, jr_phi = r_kv[jr], r_node[jr], r_key[jr], r_phi[jr]
         del jr, r_kv, r_key
         # A path through plain writers that leaves a junction and comes back to
@@ -909,59 +1005,70 @@ class KeyPass:
         put(compressed, (o_owner, jr_node[rj], kinds, jr_key[rj], o_phi[oi], jr_phi[rj]), None)
         del o_owner, kinds, oi, rj, o_phi, jr_node, jr_key, jr_phi
         compressed = None if spans else _stack(compressed)
-        nodes = None
-        if with_nodes:
-            nodes = (
-                np.concatenate([w_node, r_node]),
-                np.concatenate([c["op"][writers], c["op"][reads]]),
-                np.concatenate([w_phi, r_phi]),
-            )
         return edges, compressed, nodes
 
-    def _spans(self, part: tuple, component: int | None):
-        """SPAN rows of one part of the edges: each edge that does not go
-        forward in time (its target's potential at most its source's, no
-        self-loop), as the interval it spans. `component` None: a compressed
-        part of mixed kinds, its WR edges S_CWR and the rest S_CWW."""
-        src, dst, kind, _key, src_phi, dst_phi = part
-        chosen = (dst_phi <= src_phi) & (src != dst)
-        if component is None:
-            wr = kind == WR
-            pieces = ((S_CWR, chosen & wr), (S_CWW, chosen & ~wr))
-        else:
-            pieces = ((component, chosen),)
-        for name, rows in pieces:
-            n = int(rows.sum())
-            self.out.add(SPAN, n, a=np.full(n, name), b=dst_phi[rows], c=src_phi[rows])
+    def _writers(self):
+        """The graph's writer rows (sends that must have happened), whether
+        each is a node of its own (a non-transactional op's sends), its node,
+        whether that node also reads, and its potential."""
+        c = self.c
+        writers = np.flatnonzero(self.must)
+        per_send = ~self.txn[writers] & (c["n_sends"][writers] >= 2)
+        w_node = c["op"][writers] * NODE_SHIFT + np.where(per_send, c["mop_index"][writers] + 1, 0)
+        w_reads = ~per_send & (c["reads"][writers] == 1)
+        return writers, per_send, w_node, w_reads, self._phi(writers, w_reads)
 
-    def cycles(self, spans_only: bool):
-        if spans_only:
-            self._graph(with_nodes=False, spans=True)
+    def _readers(self):
+        """The graph's reader rows (`ok` reads, one per value and node), their node and potential."""
+        c = self.c
+        reads = np.flatnonzero(self.okread)
+        r_node = c["op"][reads] * NODE_SHIFT
+        r_phi = self._phi(reads, np.ones(len(reads), dtype=bool))
+        ids, n = group_ids(self.kv[reads], r_node)
+        keep = first_per_group(ids, n)
+        del ids
+        return reads[keep], r_node[keep], r_phi[keep]
+
+    def chain_inputs(self) -> tuple[dict, dict]:
+        """What the chain of a large key's writers needs of this piece
+        (checkers/pieces.py): its placed writers (position, node, potential,
+        value, whether a junction) and its junction reads (value, node,
+        potential, the value's position). A writer the log does not place
+        joins no junction read: such a read is a record of its value."""
+        c = self.c
+        writers, per_send, w_node, w_reads, w_phi = self._writers()
+        w_pos = self.position[self.kv[writers]]
+        records = np.where(per_send, 1, c["n_sends"][writers])
+        junction = ((records >= 2) | w_reads).astype(np.int8)
+        placed = w_pos != NULL
+        w = {"pos": w_pos, "node": w_node, "phi": w_phi, "value": c["value"][writers], "junction": junction}
+        w = {name: values[placed] for name, values in w.items()}
+        reads, r_node, r_phi = self._readers()
+        jr = self.junction_reads(reads)
+        reads = reads[jr]
+        j = {"pos": self.position[self.kv[reads]], "node": r_node[jr], "phi": r_phi[jr], "value": c["value"][reads]}
+        return w, j
+
+    def junction_reads(self, reads: np.ndarray) -> np.ndarray:
+        """Which of these read rows belong to an op that also writes (a junction of the compressed graph)."""
+        c = self.c
+        return (c["n_sends"][reads] >= 1) & (self.txn[reads] | (c["n_sends"][reads] == 1))
+
+    def _spans(self, part: tuple, component: int | None):
+        add_spans(self.out, part, component)
+
+    def cycles(self, spans_only: bool, parts: frozenset = frozenset(("chain", "wr"))):
+        if not parts:
             return
-        edges, compressed, nodes = self._graph()
+        if spans_only:
+            self._graph(with_nodes=False, spans=True, parts=parts)
+            return
+        edges, compressed, nodes = self._graph(parts=parts)
         intervals = self.p.intervals
-        for family, graph, kinds in (
-            (I_CWR, compressed, (WR,)),
-            (I_C, compressed, None),
-            (I_WR, edges, (WR,)),
-            (I_ALL, edges, None),
-        ):
-            if family not in intervals:
-                continue
-            lo, hi = intervals[family]
-            src, dst, kind, key, src_phi, dst_phi = graph
-            chosen = (src != dst) & covered(src_phi, lo, hi) & covered(dst_phi, lo, hi)
-            if kinds is not None:
-                chosen &= member(kind, np.array(kinds))
-            self.out.add(
-                EDGE,
-                int(chosen.sum()),
-                key=key[chosen],
-                a=src[chosen],
-                b=dst[chosen],
-                c=kind[chosen],
-                d=np.full(int(chosen.sum()), family),
-            )
+        add_edges(self.out, intervals, compressed, compressed=True)
+        add_edges(self.out, intervals, edges, compressed=False)
+        if nodes is None:
+            return
         node, op, phi = nodes
         for family in (I_WR, I_ALL):
             if family in intervals:
@@ -1110,12 +1217,19 @@ class KeyPass:
         # the slice: from `margin` offsets before the lowest named offset of the
         # key that is in its log (else from its start), at most max_offsets
         pk = np.searchsorted(p.picture_keys, key)
-        named_ids, _ = group_ids(np.concatenate([key, p.named_keys]), np.concatenate([offset, p.named_offsets]))
-        is_named = member(named_ids[: len(key)], named_ids[len(key) :])
-        lo_index = np.full(len(p.picture_keys), np.iinfo(np.int64).max, dtype=np.int64)
-        if is_named.any():
-            np.minimum.at(lo_index, pk[is_named], index[is_named])
-        lo_index[lo_index == np.iinfo(np.int64).max] = 0
+        if self.key_facts is None:
+            named_ids, _ = group_ids(np.concatenate([key, p.named_keys]), np.concatenate([offset, p.named_offsets]))
+            is_named = member(named_ids[: len(key)], named_ids[len(key) :])
+            lo_index = np.full(len(p.picture_keys), np.iinfo(np.int64).max, dtype=np.int64)
+            if is_named.any():
+                np.minimum.at(lo_index, pk[is_named], index[is_named])
+            lo_index[lo_index == np.iinfo(np.int64).max] = 0
+        else:  # a piece of a large key: its named offsets' first index in the key's log
+            lo_index = np.zeros(len(p.picture_keys), dtype=np.int64)
+            if self.n:
+                named = p.named_offsets[p.named_keys == c["key"][0]]
+                at, found = find(self.key_facts.offsets, named)
+                lo_index[np.searchsorted(p.picture_keys, c["key"][0])] = at[found].min() if found.any() else 0
         lo = np.maximum(lo_index[pk] - p.margin, 0)
         inside = (index >= lo) & (index < lo + p.max_offsets)
         self.out.add(
@@ -1128,10 +1242,50 @@ class KeyPass:
             b=rank[inside],
             c=dup[inside],
         )
+        if self.key_facts is not None:
+            return  # the key's total comes from its facts (pieces.large_key_parts)
         ko, n_ko = group_ids(key, offset)
         totals = np.bincount(pk[first_per_group(ko, n_ko)], minlength=len(p.picture_keys))
         present = np.unique(pk)
         self.out.add(PICTURE, len(present), key=p.picture_keys[present], a=np.full(len(present), -1), b=totals[present])
+
+
+def add_spans(out: Rows, part: tuple, component: int | None):
+    """SPAN rows of one part of the edges: each edge that does not go
+    forward in time (its target's potential at most its source's, no
+    self-loop), as the interval it spans. `component` None: a compressed
+    part of mixed kinds, its WR edges S_CWR and the rest S_CWW."""
+    src, dst, kind, _key, src_phi, dst_phi = part
+    chosen = (dst_phi <= src_phi) & (src != dst)
+    if component is None:
+        wr = kind == WR
+        pieces = ((S_CWR, chosen & wr), (S_CWW, chosen & ~wr))
+    else:
+        pieces = ((component, chosen),)
+    for name, rows in pieces:
+        n = int(rows.sum())
+        out.add(SPAN, n, a=np.full(n, name), b=dst_phi[rows], c=src_phi[rows])
+
+
+def add_edges(out: Rows, intervals: dict, graph: tuple, compressed: bool):
+    """EDGE rows of a part of the graph (uncompressed or compressed) for the
+    cycle pass's interval sets that read it: both ends inside the set."""
+    families = ((I_CWR, (WR,)), (I_C, None)) if compressed else ((I_WR, (WR,)), (I_ALL, None))
+    for family, kinds in families:
+        if family not in intervals:
+            continue
+        lo, hi = intervals[family]
+        src, dst, kind, key, src_phi, dst_phi = graph
+        chosen = (src != dst) & covered(src_phi, lo, hi) & covered(dst_phi, lo, hi)
+        if kinds is not None:
+            chosen &= member(kind, np.array(kinds))
+        n = int(chosen.sum())
+        out.add(EDGE, n, key=key[chosen], a=src[chosen], b=dst[chosen], c=kind[chosen], d=np.full(n, family))
+
+
+def _graph_parts(families: frozenset) -> frozenset:
+    """The graph's parts (KeyPass._graph) that these step families make."""
+    return frozenset(part for part, family in (("chain", "C"), ("wr", "V")) if family in families)
 
 
 def cover_bin(times, cover: tuple) -> np.ndarray:

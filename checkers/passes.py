@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
-from checkers import allowed
+from checkers import allowed, pieces
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
 from checkers.buckets import lag_bucket_seconds
@@ -143,7 +143,9 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     rows = rows.selectExpr(*INPUT_EXPRESSIONS)
     if params.mode not in PER_KEY_MODES:
         return rows.mapInArrow(_runner(params), OUTPUT_SCHEMA)
-    return rows.sortWithinPartitions("key").mapInArrow(_runner(params, KEY_CHUNK_ROWS), OUTPUT_SCHEMA)
+    # In process order within a key: a large key's order steps run on stretches of it (checkers/pieces.py).
+    rows = rows.sortWithinPartitions("key", "pid", "op", "mop_index")
+    return rows.mapInArrow(_runner(params, KEY_CHUNK_ROWS, pieces.sizes()), OUTPUT_SCHEMA)
 
 
 # A task of the main or cycle pass runs it on at most this many rows at once: whole
@@ -157,13 +159,16 @@ KEY_CHUNK_ROWS = 1 << 19
 # ROUTE rows are distinct per task, not per key, so its runner keeps each
 # once across the chunks (_unseen): one key of 7.8M rows, run whole with the
 # task's others, held the 10M long-transaction workers' peak (issue 42).
-PER_KEY_MODES = ("main", "cycles")
+# The pictures' keys were read whole too: once the other two ran large keys
+# in pieces, they held the peak (workers 3.0 GB at 10M long transactions).
+PER_KEY_MODES = ("main", "cycles", "picture")
 # The rows the cycle mode makes per task, not per key, and the columns that name one.
 TASK_DISTINCT = {NODE: ("a", "d"), ROUTE: ("a",)}
 
 
-def _runner(params: Params, most: int | None = None):
-    """The task's function: its rows' pass, `most` rows at a time (all at once when None)."""
+def _runner(params: Params, most: int | None = None, sizes: pieces.Sizes | None = None):
+    """The task's function: its rows' pass, `most` rows at a time (all at
+    once when None), a key larger than `sizes.large` in pieces."""
 
     def run(batches):
         # A worker's Arrow memory pool (mimalloc) keeps what its earlier tasks
@@ -171,8 +176,12 @@ def _runner(params: Params, most: int | None = None):
         pa.default_memory_pool().release_unused()
         found = []  # the anomaly parts, for the partition's examples
         seen = {tag: np.empty(0, dtype=np.int64) for tag in TASK_DISTINCT} if most else None
-        for chunk in streamed_key_chunks(batches, most) if most else _whole(batches):
-            parts = KeyPass(chunk, params).run().parts
+        large, buckets = (sizes.large, sizes.buckets) if sizes else (None, pieces.BUCKETS)
+        for chunk in streamed_key_chunks(batches, most, large, buckets) if most else _whole(batches):
+            if isinstance(chunk, pieces.Spill):
+                parts = _large_key_parts(chunk, params, sizes.stretch)
+            else:
+                parts = KeyPass(chunk, params).run().parts
             del chunk  # else it lives on while the next key's rows come in
             if seen is not None:
                 parts = [kept for part in parts if (kept := _unseen(seen, part)) is not None]
@@ -186,6 +195,14 @@ def _runner(params: Params, most: int | None = None):
                 yield _batch(part)
 
     return run
+
+
+def _large_key_parts(spill: pieces.Spill, params: Params, stretch: int):
+    """A large key's parts, its files removed once they are made (or the task fails)."""
+    try:
+        yield from pieces.large_key_parts(spill, params, stretch)
+    finally:
+        spill.remove()
 
 
 def _unseen(seen: dict[int, np.ndarray], part: dict) -> dict | None:
@@ -237,36 +254,60 @@ def input_columns(batches) -> dict[str, np.ndarray] | None:
     return _joined(pieces) if pieces else None
 
 
-def streamed_key_chunks(batches, most: int):
+def streamed_key_chunks(batches, most: int, large: int | None = None, buckets: int = pieces.BUCKETS):
     """`key_chunks` of a task's rows sorted by key, handed on as they come:
     a chunk goes once its keys' rows are all in and a next key's rows would
     make more than `most`, so a task holds one chunk and the rows of the key
-    that follows it, not all of its keys'."""
+    that follows it, not all of its keys'. A key with more than `large`
+    rows goes to local files as its rows come, and comes out as a
+    `pieces.Spill` once they are all in (run in pieces: checkers/pieces.py)."""
     done, done_rows = [], 0  # pieces of keys whose rows are all in
     current, current_rows, last = [], 0, None  # pieces of the last key seen
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        piece = _copied(batch)
-        del batch
-        key = piece["key"]
-        if np.any(key[1:] < key[:-1]) or (last is not None and key[0] < last):
-            raise RuntimeError("the per-key pass's rows came unsorted by key (passes.key_pass sorts them)")
-        bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(key)]
-        for low, high in zip(bounds[:-1], bounds[1:]):
-            segment = {name: values[low:high] for name, values in piece.items()}
-            if key[low] != last:
-                done += current
-                done_rows += current_rows
-                current, current_rows, last = [], 0, key[low]
-            current.append(segment)
-            current_rows += high - low
-        if done_rows and done_rows + current_rows > most:
+    spill = None  # the last key's files, once it is large
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            piece = _copied(batch)
+            del batch
+            key = piece["key"]
+            if np.any(key[1:] < key[:-1]) or (last is not None and key[0] < last):
+                raise RuntimeError("the per-key pass's rows came unsorted by key (passes.key_pass sorts them)")
+            bounds = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(key)]
+            for low, high in zip(bounds[:-1], bounds[1:]):
+                segment = {name: values[low:high] for name, values in piece.items()}
+                if key[low] != last:
+                    if spill is not None:
+                        large_key, spill = spill, None
+                        yield large_key
+                    done += current
+                    done_rows += current_rows
+                    current, current_rows, last = [], 0, key[low]
+                if spill is not None:
+                    spill.add(segment)
+                    continue
+                current.append(segment)
+                current_rows += high - low
+                if large is not None and current_rows > large:
+                    if done:
+                        yield from key_chunks(_joined(done), most)
+                        done_rows = 0
+                    spill = pieces.Spill(buckets)
+                    for earlier in current:
+                        spill.add(earlier)
+                    current, current_rows = [], 0
+            if done_rows and done_rows + current_rows > most:
+                yield from key_chunks(_joined(done), most)
+                done_rows = 0
+        if spill is not None:
+            large_key, spill = spill, None
+            yield large_key
+        done += current
+        if done:
             yield from key_chunks(_joined(done), most)
-            done_rows = 0
-    done += current
-    if done:
-        yield from key_chunks(_joined(done), most)
+    finally:
+        if spill is not None:  # the task failed or stopped while the key came in
+            spill.remove()
 
 
 def key_chunks(columns: dict[str, np.ndarray], most: int):
