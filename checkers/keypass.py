@@ -232,6 +232,7 @@ class KeyPass:
         how many leading rows are an earlier stretch's, there only as the
         previous row of an order step (no pair ends at one)."""
         self.c, self.p, self.key_facts, self.carried = c, p, facts, carried
+        self.kv_value = None  # kv_values(), made when asked
         self.out = Rows()
         n = len(c["key"])
         self.n = n
@@ -261,14 +262,20 @@ class KeyPass:
             self.read_kv = np.zeros(self.n_kv, dtype=bool)
             self.read_kv[self.kv[self.okread]] = True
         else:
-            self.kv_value = np.empty(self.n_kv, dtype=np.int64)
-            self.kv_value[ids] = c["value"][sp]
             f = self.key_facts
             # where each value stands among the key's logged values, and whether it is one
-            self.at, self.logged = find(f.values, self.kv_value)
+            self.at, self.logged = find(f.values, self.kv_values())
             self.read_kv = self.logged & (f.value_read[self.at] != 0) if len(f.values) else self.logged
         self.read = np.zeros(self.n, dtype=bool)
         self.read[self.send] = self.read_kv[self.kv[self.send]]
+
+    def kv_values(self) -> np.ndarray:
+        """The value of each (key, value) id (of one key's rows: the value names it)."""
+        if self.kv_value is None:
+            sp = np.flatnonzero(self.send | self.poll)
+            self.kv_value = np.empty(self.n_kv, dtype=np.int64)
+            self.kv_value[self.kv[sp]] = self.c["value"][sp]
+        return self.kv_value
 
     def kv_of(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The (key, value) id of each pair, -1 when no send or poll has it."""

@@ -237,21 +237,12 @@ def _copied(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
     return {name: np.array(batch.column(name).to_numpy(zero_copy_only=False), copy=True) for name in INPUT_COLUMNS}
 
 
-def _joined(pieces: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """One array per column of the pieces, in order (the pieces list is emptied as it goes)."""
-    columns = {}
-    for name in INPUT_COLUMNS:
-        columns[name] = np.concatenate([piece.pop(name) for piece in pieces])
-    pieces.clear()
-    return columns
-
-
 def input_columns(batches) -> dict[str, np.ndarray] | None:
     """The pass's input columns, copied out of each Arrow batch as it comes
     (None when there are no rows). Collecting the batches first, then
     converting, held every row twice: as Arrow and as numpy."""
-    pieces = [_copied(batch) for batch in batches if batch.num_rows]
-    return _joined(pieces) if pieces else None
+    parts = [_copied(batch) for batch in batches if batch.num_rows]
+    return pieces.joined(parts) if parts else None
 
 
 def streamed_key_chunks(batches, most: int, large: int | None = None, buckets: int = pieces.BUCKETS):
@@ -290,21 +281,21 @@ def streamed_key_chunks(batches, most: int, large: int | None = None, buckets: i
                 current_rows += high - low
                 if large is not None and current_rows > large:
                     if done:
-                        yield from key_chunks(_joined(done), most)
+                        yield from key_chunks(pieces.joined(done), most)
                         done_rows = 0
                     spill = pieces.Spill(buckets)
                     for earlier in current:
                         spill.add(earlier)
                     current, current_rows = [], 0
             if done_rows and done_rows + current_rows > most:
-                yield from key_chunks(_joined(done), most)
+                yield from key_chunks(pieces.joined(done), most)
                 done_rows = 0
         if spill is not None:
             large_key, spill = spill, None
             yield large_key
         done += current
         if done:
-            yield from key_chunks(_joined(done), most)
+            yield from key_chunks(pieces.joined(done), most)
     finally:
         if spill is not None:  # the task failed or stopped while the key came in
             spill.remove()

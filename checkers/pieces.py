@@ -121,7 +121,7 @@ class Spill:
     def _cut(self):
         if not self._held:
             return
-        rows = _joined(self._held)
+        rows = joined(self._held)
         self._held_rows = 0
         self.write("stream", rows)
         n = len(rows["key"])
@@ -171,7 +171,7 @@ class Spill:
     def read(self, name: str) -> dict[str, np.ndarray] | None:
         """A whole file's rows (None when there are none)."""
         parts = list(self.batches(name))
-        return _joined(parts) if parts else None
+        return joined(parts) if parts else None
 
     def remove(self):
         for writer in self._writers.values():
@@ -211,8 +211,10 @@ def _local_dir() -> str | None:
     return dirs[0] if dirs else None
 
 
-def _joined(parts: list[dict]) -> dict[str, np.ndarray]:
-    """One array per column of the parts, the parts' list emptied as it goes."""
+def joined(parts: list[dict]) -> dict[str, np.ndarray]:
+    """One array per column of the parts (dicts of the same columns, in
+    order), the parts' list emptied as it goes: each part's column goes
+    once it is copied, so the rows are not held twice."""
     names = list(parts[0])
     out = {}
     for name in names:
@@ -250,11 +252,8 @@ class _FactSweep:
         distinct = np.r_[True, pair_offsets[1:] != pair_offsets[:-1]] if n else np.empty(0, bool)
         self.offsets.append(pair_offsets[distinct])
         self.bad.append(pair_offsets[~distinct])
-        sp = np.flatnonzero(kp.send | kp.poll)
-        kv_value = np.empty(kp.n_kv, dtype=np.int64)
-        kv_value[kp.kv[sp]] = c["value"][sp]
         logged = kp.position != NULL  # the value has a record
-        self.values.append(kv_value[logged])
+        self.values.append(kp.kv_values()[logged])
         self.value_offsets.append(kp.log_offset[logged])
         self.value_read.append(kp.read_kv[logged].astype(np.int8))
         self.local_txns = np.union1d(self.local_txns, np.unique(c["op"][kp.send & kp.info & kp.txn & kp.read]))
@@ -358,14 +357,14 @@ def large_key_parts(spill: Spill, params: Params, most: int = STRETCH_ROWS):
     spill.close()
     facts, bad = key_facts(spill, params)
     give_back_memory()
+    if params.mode == "picture":
+        yield from _picture(spill, params, facts)
+        return
     # the chain's ranges of positions, about `most` positions each
     ranges = max(1, -(-len(facts.offsets) // most))
     width = max(1, -(-len(facts.offsets) // ranges))
     key = None
     merged = []
-    if params.mode == "picture":
-        yield from _picture(spill, params, facts)
-        return
     for piece in spill.pieces():
         key = int(piece["key"][0])
         kp = KeyPass(piece, params, facts)
@@ -447,16 +446,14 @@ def _stretches(spill: Spill, params: Params, facts: KeyFacts, most: int):
     carry, held, held_rows, last = None, [], 0, None
     for batch in spill.batches("stream"):
         at = (batch["pid"], batch["op"], batch["mop_index"])
-        if len(batch["pid"]) > 1 and not _sorted(*at):
-            raise RuntimeError("a large key's rows came out of process order (passes.key_pass sorts them)")
-        if last is not None and tuple(int(a[0]) for a in at) < last:
+        if not _sorted(*at) or (last is not None and tuple(int(a[0]) for a in at) < last):
             raise RuntimeError("a large key's rows came out of process order (passes.key_pass sorts them)")
         last = tuple(int(a[-1]) for a in at)
         held.append(batch)
         held_rows += len(batch["pid"])
         if held_rows < most:
             continue
-        rows = _joined(held)
+        rows = joined(held)
         cut = _last_op_start(rows)
         if cut == 0:  # one op so far: wait for the next
             held, held_rows = [rows], len(rows["pid"])
@@ -468,7 +465,7 @@ def _stretches(spill: Spill, params: Params, facts: KeyFacts, most: int):
         del head
         held, held_rows = [tail], len(tail["pid"])
     if held:
-        yield from _stretch(_joined(held), carry, params, facts)
+        yield from _stretch(joined(held), carry, params, facts)
 
 
 def _sorted(pid, op, mop) -> bool:
@@ -541,21 +538,14 @@ def _range(spill: Spill, r: int) -> tuple[dict | None, dict | None]:
     return w, spill.read(f"j{r}")
 
 
-def _with_carry(values, present, carry, carry_present, before: bool):
-    """The chain's arrays with the carried entry of the ranges before (or after) put first (or last)."""
-    if before:
-        return np.r_[carry, values], np.r_[carry_present, present]
-    return np.r_[values, carry], np.r_[present, carry_present]
-
-
-def _fill(values, present, carry, forward: bool) -> np.ndarray:
-    """fill_forward (or fill_backward_after) over one range, the carried entry from the ranges before (after)."""
-    vals, pres = _with_carry(values, present, carry, carry != NULL, before=forward)
-    start = np.zeros(len(vals), dtype=bool)
+def _fill(values, present, carry, carried: bool, forward: bool) -> np.ndarray:
+    """fill_forward (or fill_backward_after) over one range, with the entry
+    the ranges before (after) carry, when they carry one, put first (last)."""
+    start = np.zeros(len(values) + 1, dtype=bool)
     start[0] = True
     if forward:
-        return fill_forward(vals, pres, start)[1:]
-    return fill_backward_after(vals, pres, start)[:-1]
+        return fill_forward(np.r_[carry, values], np.r_[carried, present], start)[1:]
+    return fill_backward_after(np.r_[values, carry], np.r_[present, carried], start)[:-1]
 
 
 def chain_parts(spill: Spill, params: Params, key: int, ranges: int):
@@ -577,7 +567,7 @@ def chain_parts(spill: Spill, params: Params, key: int, ranges: int):
         src, src_phi = (np.r_[last, node[:-1]], np.r_[last_phi, phi[:-1]]) if last != NULL else (node[:-1], phi[:-1])
         dst, dst_phi = (node, phi) if last != NULL else (node[1:], phi[1:])
         _emit(out, params, (src, dst, WW, key, src_phi, dst_phi), S_WW)
-        owners0.append(_fill(node, w["junction"] == 1, owner, forward=True))
+        owners0.append(_fill(node, w["junction"] == 1, owner, owner != NULL, forward=True))
         owner = owners0[-1][-1]
         last, last_phi = node[-1], phi[-1]
         yield from _drain(out)
@@ -588,17 +578,14 @@ def chain_parts(spill: Spill, params: Params, key: int, ranges: int):
             junctions.append(None)
             continue
         node, phi, junction0, owner0 = w["node"], w["phi"], w["junction"] == 1, owners0[r]
-        next_j0 = _fill(node, junction0, next0, forward=False)
+        next_j0 = _fill(node, junction0, next0, next0 != NULL, forward=False)
         read = np.zeros(len(node), dtype=bool)
         if j is not None:
             ids, _ = group_ids(np.r_[w["value"], j["value"]], np.r_[owner0, j["node"]])
             read = member(ids[: len(node)], ids[len(node) :])
         junction = junction0 | ((owner0 != NULL) & ((owner0 == next_j0) | read))
-        next_j = _fill(node, junction, next_final, forward=False)
-        vals, pres = _with_carry(phi, junction, next_phi, next_final != NULL, before=False)
-        start = np.zeros(len(vals), dtype=bool)
-        start[0] = True
-        next_j_phi = fill_backward_after(vals, pres, start)[:-1]
+        next_j = _fill(node, junction, next_final, next_final != NULL, forward=False)
+        next_j_phi = _fill(phi, junction, next_phi, next_final != NULL, forward=False)
         has = junction & (next_j != NULL)
         _emit(out, params, (node[has], next_j[has], WW, key, phi[has], next_j_phi[has]), S_CWW)
         junctions.append(junction)
@@ -616,11 +603,8 @@ def chain_parts(spill: Spill, params: Params, key: int, ranges: int):
         if w is None:
             continue
         node, phi, junction = w["node"], w["phi"], junctions[r]
-        owners = _fill(node, junction, owner, forward=True)
-        vals, pres = _with_carry(phi, junction, owner_phi, owner != NULL, before=True)
-        start = np.zeros(len(vals), dtype=bool)
-        start[0] = True
-        phis = fill_forward(vals, pres, start)[1:]
+        owners = _fill(node, junction, owner, owner != NULL, forward=True)
+        phis = _fill(phi, junction, owner_phi, owner != NULL, forward=True)
         owner, owner_phi = owners[-1], phis[-1]
         if j is None:
             continue

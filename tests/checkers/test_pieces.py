@@ -208,7 +208,7 @@ def test_a_spill_keeps_each_value_in_one_piece_with_its_ordinal_and_the_rows_in_
         spill.add({name: values[:4] for name, values in c.items()})
         spill.add({name: values[4:] for name, values in c.items()})
         spill.close()
-        stream = pieces._joined(list(spill.batches("stream")))
+        stream = pieces.joined(list(spill.batches("stream")))
         assert stream["op"].tolist() == [1, 2, 3, 4, 5, 6]
         assert stream["kind"].dtype == np.int8
         got = {}
@@ -272,7 +272,7 @@ def test_a_key_larger_than_asked_comes_as_files_and_the_others_as_chunks(tmp_pat
     for item in passes.streamed_key_chunks(iter(_batches(c, 4)), most=4, large=5):
         if isinstance(item, pieces.Spill):
             item.close()
-            stream = pieces._joined(list(item.batches("stream")))
+            stream = pieces.joined(list(item.batches("stream")))
             got.append(("large", stream["key"].tolist(), stream["value"].tolist()))
             item.remove()
         else:
