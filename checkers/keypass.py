@@ -149,7 +149,7 @@ class KeyFacts:
     bound_op: int  # the first op that read there, NULL when none
     read_txns: np.ndarray  # `info` transactions with a send read on the key
     committed: tuple  # per group: (group, offset, op, complete_time) of its best `ok` commit
-    read_times: dict  # process -> sorted completions of its `ok` reads (liveness only)
+    read_times: dict  # process -> sorted distinct completions of its `ok` reads (liveness only)
 
 
 # Which steps of the main and cycle modes run on which piece of a large key

@@ -270,7 +270,8 @@ class _FactSweep:
             if self.times:
                 pid, done = c["pid"][reads], c["complete_time"][reads]
                 for process in np.unique(pid):
-                    self.read_times.setdefault(int(process), []).append(done[pid == process])
+                    # liveness asks only for the last read before a time: each time once (a poll's reads share one)
+                    self.read_times.setdefault(int(process), []).append(np.unique(done[pid == process]))
         g, _k, committed, op, time = kp._committed()
         if len(g):
             self.commits.append((g, committed, op, time))
@@ -293,8 +294,7 @@ class _FactSweep:
         del perm
         read_times = {}
         for process, parts in self.read_times.items():
-            read_times[process] = _popped(parts)
-            read_times[process].sort()
+            read_times[process] = np.unique(_popped(parts))
         return (
             KeyFacts(
                 offsets=offsets,

@@ -33,6 +33,7 @@ from checkers.keypass import (  # noqa: E402
     I_WR,
     INPUT_COLUMNS,
     LAG,
+    LATE,
     NODE,
     ROUTE,
     SPAN,
@@ -320,6 +321,64 @@ def test_an_info_transaction_read_in_one_piece_makes_its_sends_in_another_must_h
     whole = rows_of(KeyPass(c, Params()).run().parts)
     assert any(row[1] == "unseen" and row[3] == 3 for row in whole)
     assert in_pieces(c, Params(), tmp_path, 64, 1 << 20) == whole
+
+
+def test_late_first_reads_in_pieces_count_from_the_whole_keys_previous_read(tmp_path):
+    """stuck-lso's candidates (LATE rows) in pieces: a first read counts
+    from the later of the value's acknowledgement and the reader's previous
+    `ok` read of the key, which may be of a value in another piece; a read
+    that completes just as the first read is invoked is not before it."""
+    sends = _key(
+        key=[1] * 6,
+        kind=[SEND_ROW] * 6,
+        op=[1, 2, 3, 4, 5, 6],
+        mop_index=[0] * 6,
+        pid=[1] * 6,
+        is_txn=[0] * 6,
+        tcode=[OK_CODE] * 6,
+        value=[100, 101, 102, 103, 104, 105],
+        offset=[0, 1, 2, 3, 4, 5],
+        invoke_time=[0] * 6,
+        complete_time=[10] * 6,
+        n_sends=[1] * 6,
+        n_send_keys=[1] * 6,
+    )
+    first = _key(
+        **_polls(
+            pid=7,
+            ops=[20, 21, 22, 23, 24],
+            offsets=[[0], [1], [2, 3], [4], [5]],
+            values=[[100], [101], [102, 103], [104], [105]],
+            times=[500, 560, 800, 900, 1100],
+        )
+    )
+    second = _key(
+        **_polls(
+            pid=8,
+            ops=[30, 31],
+            offsets=[[0], [1, 2, 3, 4, 5]],
+            values=[[100], [101, 102, 103, 104, 105]],
+            times=[1995, 2000],
+        )
+    )
+    c = {name: np.concatenate([sends[name], first[name], second[name]]) for name in sends}
+    params = Params(timeout=100)
+    whole = rows_of(KeyPass(c, params).run().parts)
+    late = sorted((row[3], row[6], row[9]) for row in whole.elements() if row[0] == LATE)  # value, reader, since
+    assert late == [
+        (100, 7, 10),
+        (100, 8, 10),
+        (101, 8, 10),  # process 8's read of 100 completed at 1995, when this one was invoked
+        (102, 7, 560),
+        (102, 8, 10),
+        (103, 7, 560),
+        (103, 8, 10),
+        (104, 8, 10),
+        (105, 7, 900),
+        (105, 8, 10),
+    ], late
+    for buckets, most in ((64, 1 << 20), (3, 2), (4, 5)):
+        assert in_pieces(c, params, tmp_path, buckets, most, batch=3) == whole
 
 
 @pytest.mark.spark
