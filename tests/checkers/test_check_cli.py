@@ -114,6 +114,33 @@ def test_check_dir_releases_the_checkpoints_it_made(spark, tmp_path, write_run):
     assert set(spark.sparkContext._jsc.getPersistentRDDs().keys()) <= before
 
 
+def test_the_checks_time_counts_its_load(spark, tmp_path, write_run, monkeypatch):
+    """results.json's checker.seconds is the whole check, the load included
+    (load_seconds of it): the load is most of a large check."""
+    import time
+
+    from checkers import check
+
+    h = History()
+    h.op(0, "send", [send(0, 1, 0)])
+    h.op(1, "poll", [poll(0, 0, 1)])
+    run = write_run(tmp_path, h.events)
+    real_load = check.load
+
+    def slow_load(*args, **kwargs):
+        time.sleep(2)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(check, "load", slow_load)
+    result = check.check_dir(run, spark=spark, progress=lambda message: None)
+    timing = result["checker"]
+    assert timing["load_seconds"] >= 2
+    assert timing["seconds"] > timing["load_seconds"]
+    assert timing["events_per_s"] == round(result["stats"]["events"] / timing["seconds"], 1)
+    written = json.loads((run / "results.json").read_text())["checker"]
+    assert written["seconds"] == timing["seconds"] and written["load_seconds"] == timing["load_seconds"]
+
+
 def test_a_finder_failing_on_its_lane_fails_the_check_and_leaves_nothing_behind(
     spark, tmp_path, write_run, monkeypatch
 ):
