@@ -71,6 +71,9 @@ def test_the_driver_jvm_sizes_its_heap_by_gregors_policy(spark):
     )
     assert flags.getVMOption("GCTimeRatio").getValue() == "4"
     assert flags.getVMOption("MaxHeapFreeRatio").getValue() == "40"
+    assert flags.getVMOption("UseParallelGC").getValue() == "true"
+    assert flags.getVMOption("UseG1GC").getValue() == "false"
+    assert spark.sparkContext.getConf().get("spark.memory.fraction") == "0.4"
 
 
 def test_arrow_in_the_jvm_runs_without_its_per_read_checks(spark):
