@@ -10,11 +10,11 @@ by route:
 
 1. each partition is parsed (checkers/eventparse.py) and summed up per
    process: its first event and its last two, how many assign/subscribe
-   ops it completed, its latest `ok` init. The driver folds those
-   summaries in partition order into what each partition needs from the
-   ones before and after it (a process never has two ops in flight, so an
-   op split across two partitions is its last event in one and its first
-   in the next);
+   ops it completed, its latest `ok` init (Arrow rows, SUMMARY_ARROW). The
+   driver folds those summaries per process, in partition order, into what
+   each partition needs from the ones before and after it (a process never
+   has two ops in flight, so an op split across two partitions is its last
+   event in one and its first in the next);
 2. each partition is turned into rows, the pairing done with the carried
    facts. A file of one partition (a small run) skips pass 1: pass 2 sums
    its one partition up itself.
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -115,7 +114,35 @@ ROW_ARROW = pa.schema(
         ("_tight", pa.bool_()),
     ]
 )
-SUMMARY_SCHEMA = "partition int, summary string"
+# Pass 1's summaries, as Arrow rows: one per partition (`pid` null: the
+# index of its first event and its count, or why it is suspect), and one per process the
+# partition holds, with that process's first, last and second-to-last
+# events, its latest instance start (`init_`) and its resets (`seg`).
+FACT_FIELDS = (
+    ("type", pa.int64()),
+    ("index", pa.int64()),
+    ("time", pa.int64()),
+    ("f", pa.string()),
+    ("txn_id", pa.string()),
+    ("group", pa.string()),
+    ("keys", pa.list_(pa.int64())),
+    ("epoch", pa.int64()),
+    ("producer_id", pa.int64()),
+)
+ROLES = ("first", "last", "last2", "init")
+SUMMARY_ARROW = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("part_first_index", pa.int64()),
+        ("part_count", pa.int64()),
+        ("suspect", pa.string()),
+        ("pid", pa.int64()),
+        ("first_init", pa.bool_()),
+        ("first_own_txn", pa.bool_()),
+        ("seg", pa.int64()),
+    ]
+    + [(f"{role}_{name}", type_) for role in ROLES for name, type_ in FACT_FIELDS]
+)
 # The loaded table's columns, in checkers/load.py's order.
 TABLE_COLUMNS = (
     "kind",
@@ -192,11 +219,10 @@ def fast_rows(
     return raw.select(*[derived[name].alias(name) if name in derived else F.col(name) for name in TABLE_COLUMNS])
 
 
-def partition_summaries(source: FileInput, known: np.ndarray, cache: str | None = None) -> list[dict]:
-    """Pass 1 over the file's partitions: each one's summary, in partition
-    order; with `cache`, each partition's parse is left there."""
-    rows = source.frame.mapInArrow(_summarizer(known, cache, source.parts), SUMMARY_SCHEMA).collect()
-    return [json.loads(row["summary"]) for row in sorted(rows, key=lambda r: r["partition"])]
+def partition_summaries(source: FileInput, known: np.ndarray, cache: str | None = None) -> pa.Table:
+    """Pass 1 over the file's partitions: their summaries (SUMMARY_ARROW);
+    with `cache`, each partition's parse is left there."""
+    return source.frame.mapInArrow(_summarizer(known, cache, source.parts), from_arrow_schema(SUMMARY_ARROW)).toArrow()
 
 
 # ---------------------------------------------------------------- the input
@@ -373,14 +399,10 @@ def _summarizer(known: np.ndarray, cache: str | None, parts):
                 events = parse(lines(), known, summary_only=cache is None)
                 if cache is not None:
                     _save_parse(cache, partition, events.table)
-                summary = summarize(events)
+                summary = summarize(events, partition)
             except Suspect as suspect:
-                summary = {"suspect": str(suspect)}
-            summary["partition"] = partition
-            yield pa.RecordBatch.from_pydict(
-                {"partition": [partition], "summary": [json.dumps(summary)]},
-                schema=pa.schema([("partition", pa.int32()), ("summary", pa.string())]),
-            )
+                summary = _summary_rows({"partition": [partition], "suspect": [str(suspect)]}, 1)
+            yield from summary.to_batches()
 
     return run
 
@@ -406,27 +428,40 @@ def _init_candidate(events: Events) -> tuple[np.ndarray, np.ndarray]:
     return candidate, ~events.table.column("txn_id").is_null().to_numpy(zero_copy_only=False)
 
 
-def _event_facts(events: Events, i: int) -> dict:
+def _summary_rows(columns: dict, n: int) -> pa.Table:
+    return pa.Table.from_arrays(
+        [_array(columns[f.name], f.type) if f.name in columns else pa.nulls(n, f.type) for f in SUMMARY_ARROW],
+        schema=SUMMARY_ARROW,
+    )
+
+
+def _array(values, type_) -> pa.Array:
+    return values.cast(type_) if isinstance(values, pa.Array) else pa.array(values, type_)
+
+
+def _facts(events: Events, role: str, at: np.ndarray) -> dict:
+    """The FACT_FIELDS of the events at positions `at` (-1: none), as `role`'s columns."""
+    take = pa.array(at, pa.int64(), mask=at < 0)
     table = events.table
-    return {
-        "type": int(events.type[i]),
-        "index": int(events.index[i]),
-        "time": int(events.time[i]),
-        "f": events.f[i].as_py(),
-        "txn_id": table.column("txn_id")[i].as_py(),
-        "group": table.column("group")[i].as_py(),
-        "keys": table.column("keys")[i].as_py(),
-        "epoch": table.column("epoch")[i].as_py(),
-        "producer_id": table.column("producer_id")[i].as_py(),
+    values = {
+        "type": pa.array(events.type).take(take),
+        "index": pa.array(events.index).take(take),
+        "time": pa.array(events.time).take(take),
+        "f": events.f.take(take),
     }
+    for name in ("txn_id", "group", "keys", "epoch", "producer_id"):
+        values[name] = table.column(name).combine_chunks().take(take)
+    return {f"{role}_{name}": values[name] for name, _ in FACT_FIELDS}
 
 
-def summarize(events: Events) -> dict:
-    """What the other partitions need to know of this one, per process;
-    raises Suspect if an op of one process does not pair within it."""
+def summarize(events: Events, partition: int) -> pa.Table:
+    """What the other partitions need to know of this one, per process
+    (SUMMARY_ARROW); raises Suspect if an op of one process does not pair
+    within it."""
     n = len(events)
+    meta = {"partition": [partition], "part_first_index": [int(events.index[0]) if n else None], "part_count": [n]}
     if n == 0:
-        return {"first_index": None, "count": 0, "processes": {}}
+        return _summary_rows(meta, 1)
     perm, start = _by_process(events)
     types, fs = events.type[perm], events.f.take(pa.array(perm))
     follows = ~start
@@ -440,77 +475,115 @@ def summarize(events: Events) -> dict:
     reset = _is_reset(events)[perm]
     candidate, own_txn = _init_candidate(events)
     candidate, own_txn = candidate[perm], own_txn[perm]
-    txn_known = ~events.table.column("txn_id").is_null().to_numpy(zero_copy_only=False)[perm]
-    prev_txn_known = np.r_[False, txn_known[:-1]]
+    prev_txn_known = np.r_[False, own_txn[:-1]]  # own_txn: the event names a txn_id
     init_local = candidate & (own_txn | prev_txn_known) & follows
-    bounds = np.r_[np.flatnonzero(start), n]
-    processes = {}
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        first, last = perm[lo], perm[hi - 1]
-        inits = np.flatnonzero(init_local[lo:hi])
-        processes[str(int(events.pid[first]))] = {
-            "first": _event_facts(events, first),
-            "first_init": bool(candidate[lo]),
-            "first_own_txn": bool(own_txn[lo]),
-            "last": _event_facts(events, last),
-            "last2": _event_facts(events, perm[hi - 2]) if hi - lo >= 2 else None,
-            "seg": int(reset[lo:hi].sum()),
-            "init": _event_facts(events, perm[lo + inits[-1]]) if len(inits) else None,
-        }
-    return {"first_index": int(events.index[0]), "count": n, "processes": processes}
+    lo = np.flatnonzero(start)
+    hi = np.r_[lo[1:], n]
+    # The latest instance start of each process: the last init_local at or before its end.
+    latest = np.maximum.accumulate(np.where(init_local, np.arange(n), -1))[hi - 1]
+    columns = {
+        "partition": np.full(len(lo), partition, np.int32),
+        "pid": events.pid[perm[lo]],
+        "first_init": candidate[lo],
+        "first_own_txn": own_txn[lo],
+        "seg": np.add.reduceat(reset.astype(np.int64), lo),
+    }
+    columns.update(_facts(events, "first", perm[lo]))
+    columns.update(_facts(events, "last", perm[hi - 1]))
+    columns.update(_facts(events, "last2", np.where(hi - lo >= 2, perm[np.maximum(hi - 2, 0)], -1)))
+    columns.update(_facts(events, "init", np.where(latest >= lo, perm[np.maximum(latest, 0)], -1)))
+    return pa.concat_tables([_summary_rows(meta, 1), _summary_rows(columns, len(lo))])
 
 
-def fold(summaries: list[dict]) -> dict | None:
+def fold(summaries: pa.Table) -> dict | None:
     """Per partition and process, what comes before and after it: the last
-    two events, the count of resets, the latest instance start, and the
-    next event. None when a summary is suspect or partitions do not join up."""
+    two events, the count of resets, the latest instance start, and whether
+    the process has events in a later partition. A process with none of
+    these (its events all in one partition) is left out. None when a
+    summary is suspect or partitions do not join up."""
+    is_meta = summaries.column("pid").is_null().to_numpy(zero_copy_only=False)
+    meta = summaries.filter(pa.array(is_meta)).select(["partition", "part_first_index", "part_count", "suspect"])
+    meta = meta.to_pydict()
+    if any(text is not None for text in meta["suspect"]):
+        return None
     carries: dict[int, dict] = {}
-    state: dict[str, dict] = {}
     seen = 0
-    for summary in summaries:
-        if "suspect" in summary:
+    for partition, first_index, count in sorted(zip(meta["partition"], meta["part_first_index"], meta["part_count"])):
+        if count and first_index != seen:
             return None
-        if summary["count"] and summary["first_index"] != seen:
-            return None
-        carries[summary["partition"]] = {
-            "count": summary["count"],
-            "first_index": summary["first_index"],
-            "processes": {},
+        seen += count
+        carries[partition] = {"count": count, "first_index": first_index, "processes": {}}
+    rows = summaries.filter(pa.array(~is_meta))
+    if len(rows) == 0:
+        return carries
+    order = np.lexsort(
+        (rows.column("partition").to_numpy(zero_copy_only=False), rows.column("pid").to_numpy(zero_copy_only=False))
+    )
+    rows = rows.take(pa.array(order))
+
+    def column(name: str) -> np.ndarray:
+        return ints(rows.column(name))[0]
+
+    pid = column("pid")
+    n = len(pid)
+    has_prev = np.r_[False, pid[1:] == pid[:-1]]
+    has_next = np.r_[has_prev[1:], False]
+    prev = np.arange(n) - 1
+    first_type, last_type = column("first_type"), column("last_type")
+    first_f, last_f = rows.column("first_f"), rows.column("last_f")
+    same_f = np.r_[False, pc.equal(first_f[1:], last_f[:-1]).to_numpy(zero_copy_only=False)]
+    last_was_invoke = has_prev & (np.r_[-1, last_type[:-1]] == INVOKE_CODE)
+    bad = (first_type != INVOKE_CODE) & ~(last_was_invoke & same_f)
+    bad |= (first_type == INVOKE_CODE) & last_was_invoke
+    if bad.any():
+        return None
+    group_start = np.maximum.accumulate(np.where(has_prev, 0, np.arange(n)))
+    seg = column("seg")
+    seg_after = np.cumsum(seg)
+    seg_after -= (seg_after - seg)[group_start]
+    # Facts are referenced as (row, role) codes: 4 * row + ROLES.index(role), -1 for none.
+    code = {role: 4 * np.arange(n) + k for k, role in enumerate(ROLES)}
+    last2_known = ~rows.column("last2_type").is_null().to_numpy(zero_copy_only=False)
+    last2_after = np.where(last2_known, code["last2"], np.where(has_prev, np.r_[-1, code["last"][:-1]], -1))
+    last_txn_known = ~rows.column("last_txn_id").is_null().to_numpy(zero_copy_only=False)
+    first_init = rows.column("first_init").to_numpy(zero_copy_only=False)
+    first_own_txn = rows.column("first_own_txn").to_numpy(zero_copy_only=False)
+    starts_instance = first_init & (first_own_txn | (has_prev & np.r_[False, last_txn_known[:-1]]))
+    init_known = ~rows.column("init_type").is_null().to_numpy(zero_copy_only=False)
+    init_here = np.where(init_known, code["init"], np.where(starts_instance, code["first"], -1))
+    latest = np.maximum.accumulate(np.where(init_here >= 0, np.arange(n), -1))
+    init_after = np.where(latest >= group_start, init_here[np.maximum(latest, 0)], -1)
+
+    def before(values: np.ndarray) -> np.ndarray:
+        return np.where(has_prev, values[np.maximum(prev, 0)], -1)
+
+    kept = np.flatnonzero(has_prev | has_next)
+    refs = {"last": before(code["last"])[kept], "last2": before(last2_after)[kept], "init": before(init_after)[kept]}
+    facts = _facts_of(rows, np.concatenate(list(refs.values())))
+    partition = rows.column("partition").to_numpy(zero_copy_only=False)
+    seg_before = np.where(has_prev, seg_after[np.maximum(prev, 0)], 0)
+    for j, i in enumerate(kept):
+        carries[int(partition[i])]["processes"][str(int(pid[i]))] = {
+            "last": facts.get(int(refs["last"][j])),
+            "last2": facts.get(int(refs["last2"][j])),
+            "seg": int(seg_before[i]),
+            "init": facts.get(int(refs["init"][j])),
+            "next": bool(has_next[i]),
         }
-        here = carries[summary["partition"]]["processes"]
-        seen += summary["count"]
-        for pid, s in summary["processes"].items():
-            before = state.get(pid)
-            last = before["last"] if before else None
-            first = s["first"]
-            if first["type"] != INVOKE_CODE:
-                if last is None or last["type"] != INVOKE_CODE or last["f"] != first["f"]:
-                    return None
-            elif last is not None and last["type"] == INVOKE_CODE:
-                return None
-            if before:
-                before["next_partition"][0]["next"] = True
-            carry = {
-                "last": last,
-                "last2": before["last2"] if before else None,
-                "seg": before["seg"] if before else 0,
-                "init": before["init"] if before else None,
-                "next": False,
-            }
-            here[pid] = carry
-            init = carry["init"]
-            if s["first_init"] and (s["first_own_txn"] or (last is not None and last["txn_id"] is not None)):
-                init = first
-            if s["init"] is not None:
-                init = s["init"]
-            state[pid] = {
-                "last": s["last"],
-                "last2": s["last2"] if s["last2"] is not None else last,
-                "seg": carry["seg"] + s["seg"],
-                "init": init,
-                "next_partition": [carry],
-            }
     return carries
+
+
+def _facts_of(rows: pa.Table, codes: np.ndarray) -> dict[int, dict]:
+    """The facts each (row, role) code names, as dicts of FACT_FIELDS."""
+    found = {}
+    codes = np.unique(codes[codes >= 0])
+    for k, role in enumerate(ROLES):
+        mine = codes[codes % 4 == k]
+        if len(mine):
+            names = [f"{role}_{name}" for name, _ in FACT_FIELDS]
+            picked = rows.select(names).take(pa.array(mine // 4)).rename_columns([name for name, _ in FACT_FIELDS])
+            found.update(zip(mine.tolist(), picked.to_pylist()))
+    return found
 
 
 # ---------------------------------------------------------------- pass 2
@@ -531,7 +604,7 @@ def _partition_rows(partition: int, lines, known: np.ndarray, carries: dict | No
         if events is None:
             events = parse(lines(), known)
         if carries is None:
-            carry = (fold([dict(summarize(events), partition=partition)]) or {}).get(partition)
+            carry = (fold(summarize(events, partition)) or {}).get(partition)
     except Suspect:
         events = None
     if (

@@ -24,6 +24,7 @@ from txn_histories import init, valid_run
 
 from checkers import eventparse, fastload
 from checkers.fastload import fast_rows, parse_cache, summarize
+from checkers.history_format import OK, TYPE_CODES
 from checkers.load import history_path, known_keys, load, read_test
 from checkers.table_format import PROBLEM_ROW
 
@@ -221,7 +222,8 @@ def test_the_first_pass_reads_less_and_sums_up_the_same():
     h = varied_history()
     lines = pa.array([json.dumps(dict(e, index=i, time=1000 * i)) for i, e in enumerate(h.events)], pa.string())
     full, light = eventparse.parse(lines, KNOWN), eventparse.parse(lines, KNOWN, summary_only=True)
-    assert summarize(light) == summarize(full) and summarize(full)["count"] == len(h.events)
+    assert summarize(light, 0).equals(summarize(full, 0))
+    assert summarize(full, 0).column("part_count")[0].as_py() == len(h.events)
     assert light.table.column("mops").null_count == len(h.events)
     bad_mop = GOOD.replace('"key":1', '"key":99')
     assert len(eventparse.parse(pa.array([bad_mop]), KNOWN, summary_only=True)) == 1
@@ -229,6 +231,54 @@ def test_the_first_pass_reads_less_and_sums_up_the_same():
         eventparse.parse(pa.array([bad_mop]), KNOWN)
     with pytest.raises(eventparse.Suspect):
         eventparse.parse(pa.array([GOOD.replace('"process":2', '"process":"2"')]), KNOWN, summary_only=True)
+
+
+def _folded(*parts: list[dict]) -> dict:
+    """The fold of summaries of `parts`, each a partition of consecutive events."""
+    lines, tables, at = [], [], 0
+    for partition, events in enumerate(parts):
+        lines = [json.dumps(dict(e, index=at + i, time=1000 * (at + i))) for i, e in enumerate(events)]
+        tables.append(summarize(eventparse.parse(pa.array(lines, pa.string()), KNOWN), partition))
+        at += len(events)
+    return fastload.fold(pa.concat_tables(tables))
+
+
+def test_the_fold_carries_only_processes_that_cross_a_boundary():
+    """A process whose events all lie in one partition needs nothing from the
+    others (pass 2 treats a missing carry as the empty one); one that goes on
+    in a later partition gets its last two events, resets and instance
+    start there, and is told in the earlier one that it goes on."""
+    alone = op(1, "subscribe", [], keys=[0], group="g")  # a reset, counted for process 1 alone
+    begun = init(2, 0) + [op(2, "txn", [send(0, 2, 1)], txn_id="a", commit_time=1)[0]]  # an invoke left open
+    ended = [op(2, "txn", [send(0, 2, 1)], txn_id="a", commit_time=1)[1]] + op(3, "send", [send(1, 3, 0)])
+    carries = _folded(alone + begun, ended)
+    assert set(carries[0]["processes"]) == {"2"} and carries[0]["processes"]["2"]["next"]
+    crossing = carries[1]["processes"]["2"]
+    assert not crossing["next"] and crossing["seg"] == 0
+    assert crossing["last"]["type"] == eventparse.INVOKE_CODE and crossing["last"]["f"] == "txn"
+    assert crossing["last2"]["f"] == "init" and crossing["init"]["epoch"] == 0
+    assert set(carries[1]["processes"]) == {"2"}  # process 3 is in partition 1 only
+    assert (carries[1]["first_index"], carries[1]["count"]) == (len(alone + begun), len(ended))
+
+
+def test_the_fold_carries_a_process_through_a_partition_of_one_of_its_events():
+    """Its init's invoke, its init's completion, then a txn, each in a partition
+    of its own: the txn's partition gets both halves of the init, and the
+    init as the instance's start, though neither is there."""
+    invoke, completion = init(2, 5)
+    carried = _folded([invoke], [completion], op(2, "txn", [send(0, 2, 1)], txn_id="a", commit_time=1))[2]
+    carry = carried["processes"]["2"]
+    assert (carry["last"]["f"], carry["last"]["type"]) == ("init", TYPE_CODES[OK])
+    assert (carry["last2"]["f"], carry["last2"]["type"]) == ("init", eventparse.INVOKE_CODE)
+    assert (carry["init"]["epoch"], carry["init"]["producer_id"]) == (5, 7)
+
+
+def test_the_fold_turns_down_an_op_split_badly_across_partitions():
+    invoke, completion = op(2, "send", [send(0, 2, 1)])
+    assert _folded([invoke], [invoke, completion]) is None  # invokes again
+    assert _folded([], [completion]) is None  # a completion with no invoke before it
+    assert _folded([invoke], [dict(completion, f="poll")]) is None  # completes another f
+    assert _folded([invoke], [completion]) is not None
 
 
 def _same_rows(rows, expected) -> bool:
