@@ -50,7 +50,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from checkers.arrays import NULL
-from checkers.eventparse import INVOKE_CODE, REBALANCE_TYPE, Events, Suspect, events_of, ints, mop_fields, parse
+from checkers.eventparse import (
+    CLIENT_SCHEMA,
+    INVOKE_CODE,
+    REBALANCE_TYPE,
+    Events,
+    Suspect,
+    events_of,
+    ints,
+    mop_fields,
+    parse,
+)
 from checkers.history_format import COMMIT, FAIL, INFO, INIT, INVOKE, NEMESIS, OK, POLL, RESETS, SEND, TXN, TYPE_CODES
 from checkers.table_format import (
     COMMIT_ROW,
@@ -118,16 +128,10 @@ ROW_ARROW = pa.schema(
 # index of its first event and its count, or why it is suspect), and one per process the
 # partition holds, with that process's first, last and second-to-last
 # events, its latest instance start (`init_`) and its resets (`seg`).
-FACT_FIELDS = (
-    ("type", pa.int64()),
-    ("index", pa.int64()),
-    ("time", pa.int64()),
-    ("f", pa.string()),
-    ("txn_id", pa.string()),
-    ("group", pa.string()),
-    ("keys", pa.list_(pa.int64())),
-    ("epoch", pa.int64()),
-    ("producer_id", pa.int64()),
+# An event's fields as the parse typed them, but its type as its code.
+FACT_FIELDS = (("type", pa.int64()),) + tuple(
+    (name, CLIENT_SCHEMA.field(name).type)
+    for name in ("index", "time", "f", "txn_id", "group", "keys", "epoch", "producer_id")
 )
 ROLES = ("first", "last", "last2", "init")
 SUMMARY_ARROW = pa.schema(
@@ -441,16 +445,12 @@ def _array(values, type_) -> pa.Array:
 
 def _facts(events: Events, role: str, at: np.ndarray) -> dict:
     """The FACT_FIELDS of the events at positions `at` (-1: none), as `role`'s columns."""
-    take = pa.array(at, pa.int64(), mask=at < 0)
-    table = events.table
-    values = {
-        "type": pa.array(events.type).take(take),
-        "index": pa.array(events.index).take(take),
-        "time": pa.array(events.time).take(take),
-        "f": events.f.take(take),
-    }
+    none, picked = at < 0, np.maximum(at, 0)
+    take = pa.array(at, pa.int64(), mask=none)
+    values = {name: pa.array(getattr(events, name)[picked], mask=none) for name in ("type", "index", "time")}
+    values["f"] = events.f.take(take)
     for name in ("txn_id", "group", "keys", "epoch", "producer_id"):
-        values[name] = table.column(name).combine_chunks().take(take)
+        values[name] = events.table.column(name).combine_chunks().take(take)
     return {f"{role}_{name}": values[name] for name, _ in FACT_FIELDS}
 
 
@@ -528,11 +528,16 @@ def fold(summaries: pa.Table) -> dict | None:
     n = len(pid)
     has_prev = np.r_[False, pid[1:] == pid[:-1]]
     has_next = np.r_[has_prev[1:], False]
-    prev = np.arange(n) - 1
+    prev = np.maximum(np.arange(n) - 1, 0)
+
+    def before(values: np.ndarray, none=-1) -> np.ndarray:
+        """Each row's value of the row before it, if that is the same process's."""
+        return np.where(has_prev, values[prev], none)
+
     first_type, last_type = column("first_type"), column("last_type")
     first_f, last_f = rows.column("first_f"), rows.column("last_f")
     same_f = np.r_[False, pc.equal(first_f[1:], last_f[:-1]).to_numpy(zero_copy_only=False)]
-    last_was_invoke = has_prev & (np.r_[-1, last_type[:-1]] == INVOKE_CODE)
+    last_was_invoke = before(last_type) == INVOKE_CODE
     bad = (first_type != INVOKE_CODE) & ~(last_was_invoke & same_f)
     bad |= (first_type == INVOKE_CODE) & last_was_invoke
     if bad.any():
@@ -544,24 +549,21 @@ def fold(summaries: pa.Table) -> dict | None:
     # Facts are referenced as (row, role) codes: 4 * row + ROLES.index(role), -1 for none.
     code = {role: 4 * np.arange(n) + k for k, role in enumerate(ROLES)}
     last2_known = ~rows.column("last2_type").is_null().to_numpy(zero_copy_only=False)
-    last2_after = np.where(last2_known, code["last2"], np.where(has_prev, np.r_[-1, code["last"][:-1]], -1))
+    last_before = before(code["last"])
+    last2_after = np.where(last2_known, code["last2"], last_before)
     last_txn_known = ~rows.column("last_txn_id").is_null().to_numpy(zero_copy_only=False)
     first_init = rows.column("first_init").to_numpy(zero_copy_only=False)
     first_own_txn = rows.column("first_own_txn").to_numpy(zero_copy_only=False)
-    starts_instance = first_init & (first_own_txn | (has_prev & np.r_[False, last_txn_known[:-1]]))
+    starts_instance = first_init & (first_own_txn | before(last_txn_known, False))
     init_known = ~rows.column("init_type").is_null().to_numpy(zero_copy_only=False)
     init_here = np.where(init_known, code["init"], np.where(starts_instance, code["first"], -1))
     latest = np.maximum.accumulate(np.where(init_here >= 0, np.arange(n), -1))
     init_after = np.where(latest >= group_start, init_here[np.maximum(latest, 0)], -1)
-
-    def before(values: np.ndarray) -> np.ndarray:
-        return np.where(has_prev, values[np.maximum(prev, 0)], -1)
-
     kept = np.flatnonzero(has_prev | has_next)
-    refs = {"last": before(code["last"])[kept], "last2": before(last2_after)[kept], "init": before(init_after)[kept]}
+    refs = {"last": last_before[kept], "last2": before(last2_after)[kept], "init": before(init_after)[kept]}
     facts = _facts_of(rows, np.concatenate(list(refs.values())))
     partition = rows.column("partition").to_numpy(zero_copy_only=False)
-    seg_before = np.where(has_prev, seg_after[np.maximum(prev, 0)], 0)
+    seg_before = before(seg_after, 0)
     for j, i in enumerate(kept):
         carries[int(partition[i])]["processes"][str(int(pid[i]))] = {
             "last": facts.get(int(refs["last"][j])),

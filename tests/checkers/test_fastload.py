@@ -235,7 +235,7 @@ def test_the_first_pass_reads_less_and_sums_up_the_same():
 
 def _folded(*parts: list[dict]) -> dict:
     """The fold of summaries of `parts`, each a partition of consecutive events."""
-    lines, tables, at = [], [], 0
+    tables, at = [], 0
     for partition, events in enumerate(parts):
         lines = [json.dumps(dict(e, index=at + i, time=1000 * (at + i))) for i, e in enumerate(events)]
         tables.append(summarize(eventparse.parse(pa.array(lines, pa.string()), KNOWN), partition))
