@@ -5,9 +5,11 @@
     Lab.down("gregor")                  # idempotent; also after a crash
 
 `Lab.up` writes the state file before it creates anything and tears down
-whatever it made if it fails or is interrupted, so a lab is never half up.
+whatever it made if it fails or is interrupted; only a kill it cannot catch
+leaves a lab half up, and then its state file says so (`unfinished`).
 `Lab.attach` refuses a stale lab, one whose machines are gone while its
-state file stayed (Backend.stale), before anything reaches its addresses;
+state file stayed (Backend.stale), or whose `up` was killed before it
+finished, before anything reaches its addresses;
 `Lab.down` then removes only what is left on this host. `Lab.down` also
 works from names alone when the state file is gone. The
 nemesis, the workloads and the controller see only this class, `Node`s and
@@ -63,6 +65,15 @@ class StaleLab(GregorError):
             f"lab {name!r} is stale, so it is not reused and nothing was sent to its brokers: {why}; "
             f"run: {down_command(name, backend)}"
         )
+
+
+UNFINISHED = "its setup never finished (the process that brought it up was killed, or is still at it)"
+
+
+def unfinished(state: dict) -> bool:
+    """A state file `Lab.up` wrote but never completed (it sets up_seconds once the lab is
+    healthy): its nodes may be half deployed, so nothing may treat it as a running lab."""
+    return "up_seconds" in state and state["up_seconds"] is None
 
 
 def down_command(name: str, backend: str) -> str:
@@ -277,6 +288,8 @@ class Lab:
         state = read_state(name)
         if state is None:
             raise GregorError(f"no lab named {name!r} is up; start one with: gregor lab up --lab {name}")
+        if unfinished(state):
+            raise StaleLab(name, state["backend"]["name"], UNFINISHED)
         lab = cls(state, client_config)
         if alive:
             why = lab.stale()

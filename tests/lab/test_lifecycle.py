@@ -15,7 +15,7 @@ from backend_params import lab_name
 from ground.paths import labs_dir
 from harness.backends import netns
 from harness.cli import main
-from harness.lab import Lab, state_path
+from harness.lab import Lab, read_state, state_path
 from lab.helpers import leftovers, needs_root
 
 pytestmark = [pytest.mark.lab, needs_root]
@@ -77,3 +77,44 @@ def test_down_cleans_a_lab_whose_state_file_is_gone():
     assert leftovers(name), "the lab should be running"
     Lab.down(name, progress=lambda _m: None)
     assert leftovers(name) == []
+
+
+def test_a_lab_whose_up_was_killed_is_refused_in_one_line_then_taken_down(tmp_path):
+    """SIGKILL, which `Lab.up` cannot catch, leaves a state file it never finished: a run
+    and lab status refuse it in one line (never a stack trace), and lab down clears it."""
+    name = lab_name("labh")
+    Lab.down(name, progress=lambda _m: None)
+    proc = subprocess.Popen(
+        [GREGOR, "lab", "up", "--lab", name, "--nodes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = read_state(name) or {}
+            if state.get("backend", {}).get("nodes"):  # provisioned: deploying or starting now
+                break
+            time.sleep(0.02)
+        proc.kill()
+        proc.communicate(timeout=30)
+        state = read_state(name)
+        assert state and state["backend"].get("nodes"), "lab up never got as far as provisioning its nodes"
+        assert state["up_seconds"] is None, "lab up finished before it could be killed"
+        assert leftovers(name), "the killed lab up left nothing to clean"
+
+        for argv in (
+            ["run", "--lab", name, "--workload", "queue", "--time-limit", "5", "--store", str(tmp_path)],
+            ["lab", "status", "--lab", name],
+        ):
+            refused = subprocess.run([GREGOR, *argv], capture_output=True, text=True, timeout=120)
+            refusal = refused.stderr.strip()
+            assert refused.returncode == 2 and "\n" not in refusal, refused.stdout + refused.stderr
+            assert f"lab {name!r} is stale" in refusal and "its setup never finished" in refusal, refusal
+            assert f"run: gregor lab down --lab {name}" in refusal, refusal
+        assert not list(tmp_path.iterdir()), "the refused run wrote a run directory"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        down = subprocess.run([GREGOR, "lab", "down", "--lab", name], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0 and f"lab {name}: down" in down.stdout, down.stdout + down.stderr
+    assert leftovers(name) == []
+    assert read_state(name) is None

@@ -59,17 +59,12 @@ def vagrant(tmp_path_factory):
         "GREGOR_SUBNET": str(subnet.network_address).rsplit(".", 1)[0],
     }
     containers = f"gregor-vagrant-{hashlib.sha1(str(dotfile).encode()).hexdigest()[:6]}-"
+    lab_down(env)  # a lab of this name an earlier, killed session left on this machine
+    assert read_state(LAB) is None, f"gregor lab down --lab {LAB} left its state file"
     try:
         yield env, dotfile, containers, subnet
     finally:  # what a failed test left: the Kafka lab, then the nodes
-        subprocess.run(
-            [GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-        )
+        lab_down(env)
         destroy = subprocess.run(
             ["vagrant", "destroy", "-f"],
             cwd=REPO,
@@ -80,6 +75,17 @@ def vagrant(tmp_path_factory):
             stdin=subprocess.DEVNULL,
         )
         print(destroy.stdout[-2000:], destroy.stderr[-2000:])
+
+
+def lab_down(env: dict) -> None:
+    subprocess.run(
+        [GREGOR, "lab", "down", "--lab", LAB, "--backend", "ssh", "--vagrant", "."],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def ours(containers: str, subnet) -> list[str]:
