@@ -47,16 +47,22 @@ def test_cli_round_trip_leaves_nothing_behind(capsys, version):
     assert "nothing to remove" in capsys.readouterr().out
 
 
-def test_ctrl_c_during_lab_up_leaves_nothing_behind():
-    name = lab_name("labi")
+def lab_up_until(name: str, reached, timeout: float) -> subprocess.Popen:
+    """`gregor lab up` of a new 2-node lab `name`, once `reached()` holds (or `timeout` passed)."""
     Lab.down(name, progress=lambda _m: None)
     proc = subprocess.Popen(
         [GREGOR, "lab", "up", "--lab", name, "--nodes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    deadline = time.monotonic() + timeout
+    while not reached() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc
+
+
+def test_ctrl_c_during_lab_up_leaves_nothing_behind():
+    name = lab_name("labi")
+    proc = lab_up_until(name, lambda: f"{name}-n2" in netns.namespaces(), timeout=30)
     try:
-        deadline = time.monotonic() + 30
-        while f"{name}-n2" not in netns.namespaces() and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert f"{name}-n2" in netns.namespaces(), "lab up never got as far as creating namespaces"
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
@@ -83,17 +89,9 @@ def test_a_lab_whose_up_was_killed_is_refused_in_one_line_then_taken_down(tmp_pa
     """SIGKILL, which `Lab.up` cannot catch, leaves a state file it never finished: a run
     and lab status refuse it in one line (never a stack trace), and lab down clears it."""
     name = lab_name("labh")
-    Lab.down(name, progress=lambda _m: None)
-    proc = subprocess.Popen(
-        [GREGOR, "lab", "up", "--lab", name, "--nodes", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # provisioned: its nodes are being deployed or started now
+    proc = lab_up_until(name, lambda: (read_state(name) or {}).get("backend", {}).get("nodes"), timeout=60)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            state = read_state(name) or {}
-            if state.get("backend", {}).get("nodes"):  # provisioned: deploying or starting now
-                break
-            time.sleep(0.02)
         proc.kill()
         proc.communicate(timeout=30)
         state = read_state(name)
