@@ -41,15 +41,24 @@ def test_isolated_node_refuses_tcp_both_ways_and_the_rest_still_connect(lab, nem
     assert all(tcp_connects(a, b.address) for a in lab.nodes for b in lab.nodes if a is not b)
 
 
+# The one-way shapes run on every backend: a backend could pass packets one way
+# that the other way's rules do not name. The others only combine node-to-node
+# cuts that the isolate test above shows on every backend (CI time).
+EVERY_BACKEND = ("one-way-in", "one-way-out")
+
+
 @pytest.mark.parametrize(
     "shape,target",
     [
-        ("one-way-in", "node:n1"),
-        ("one-way-out", "node:n3"),
-        ("ring", "all"),
-        ("bridge", "all"),
-        ("halves", "all"),
-        ("majority-minority", "minority"),
+        pytest.param(shape, target, marks=() if shape in EVERY_BACKEND else pytest.mark.first_backend_only)
+        for shape, target in (
+            ("one-way-in", "node:n1"),
+            ("one-way-out", "node:n3"),
+            ("ring", "all"),
+            ("bridge", "all"),
+            ("halves", "all"),
+            ("majority-minority", "minority"),
+        )
     ],
 )
 def test_every_shape_drops_exactly_the_directions_its_grudge_names(lab, nemesis, shape, target):

@@ -151,9 +151,11 @@ def _build(version: str, home: Path, progress, cargo: str) -> None:
     with open(log, "w") as out:
         result = subprocess.run(
             [
+                # the lowest priority: setup leaves the build running in the background
+                # while the suite or a demo starts brokers and Spark on the same cores
                 "nice",
                 "-n",
-                "10",
+                "19",
                 cargo,
                 "install",
                 "tansu",
