@@ -69,6 +69,13 @@ def _java_version() -> str:
     return " ".join(found) or "unknown"
 
 
+def jars_dir() -> Path:
+    """The jars of the pyspark installation this process imports."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
 def archive_path() -> Path:
     """The archive for this Java and this pyspark installation.
 
@@ -79,7 +86,7 @@ def archive_path() -> Path:
     """
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = jars_dir()
     stats = [(p.name, p.stat()) for p in jars.glob("*.jar")] if jars.is_dir() else []
     listing = sorted((name, st.st_size, int(st.st_mtime)) for name, st in stats)
     digest = hashlib.sha256(

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from checkers.check import check_dir
-from checkers.jvm_options import QUIET, archive_path
+from checkers.jvm_options import QUIET, archive_path, jars_dir
 from checkers.spark import get_spark
 
 
@@ -101,11 +101,33 @@ def build_archive(progress=print) -> Path:
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class-data archive at {partial}")
     os.replace(partial, final)
-    for stale in final.parent.glob("driver-*.jsa"):
-        if stale != final:
-            stale.unlink()
+    final.with_suffix(".json").write_text(json.dumps({"jars": str(jars_dir())}))
+    prune_archives(final, jars_dir())
     progress(f"Spark driver class-data archive: {final} ({final.stat().st_size / 2**20:.0f} MiB)")
     return final
+
+
+def prune_archives(kept: Path, jars: Path) -> list[Path]:
+    """Removes the archives `kept` replaces: those made for the same jars
+    (another Java, a reinstalled pyspark), those whose jars are gone, and
+    those with no note of their jars beside them (made before the notes). Another pyspark
+    installation's archive stays: two virtualenvs on one machine (a checkout
+    and a worktree) would otherwise remove each other's on every setup, and
+    every check of the other would start without one. Returns what it removed."""
+    removed = []
+    for archive in kept.parent.glob("driver-*.jsa"):
+        if archive == kept:
+            continue
+        note = archive.with_suffix(".json")
+        try:
+            made_for = Path(json.loads(note.read_text())["jars"])
+        except (OSError, ValueError, KeyError, TypeError):
+            made_for = None
+        if made_for is None or made_for == jars or not made_for.is_dir():
+            archive.unlink(missing_ok=True)
+            note.unlink(missing_ok=True)
+            removed.append(archive)
+    return removed
 
 
 def main() -> int:

@@ -3,6 +3,7 @@ which options a session gets, and that a real `gregor check` maps Spark's classe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pyspark
 from checker_histories import History, poll, send
 
-from checkers import jvm_options
+from checkers import jvm_options, jvm_start
 
 
 def test_only_a_local_session_for_one_small_history_runs_the_quick_jit_alone(monkeypatch, tmp_path):
@@ -107,3 +108,31 @@ def test_a_reinstalled_pyspark_gets_a_new_archive(monkeypatch, tmp_path):
     before = jvm_options.archive_path()
     os.utime(jar, (jar.stat().st_atime, jar.stat().st_mtime + 5))
     assert jvm_options.archive_path() != before
+
+
+def test_a_new_archive_removes_only_its_own_installations_old_ones(tmp_path):
+    # Two virtualenvs on one machine each keep their archive; a new one for the
+    # same jars (another Java, a reinstalled pyspark) replaces the old one.
+    ours, theirs = tmp_path / "ours" / "jars", tmp_path / "theirs" / "jars"
+    ours.mkdir(parents=True)
+    theirs.mkdir(parents=True)
+    cds = tmp_path / "spark-cds"
+    cds.mkdir()
+
+    def archive(name: str, jars: Path | None) -> Path:
+        path = cds / f"driver-{name}.jsa"
+        path.write_bytes(b"jsa")
+        if jars is not None:
+            path.with_suffix(".json").write_text(json.dumps({"jars": str(jars)}))
+        return path
+
+    kept = archive("new", ours)
+    old_ours, other, gone, unnoted = (
+        archive("old", ours),
+        archive("other", theirs),
+        archive("gone", tmp_path / "deleted-venv" / "jars"),
+        archive("unnoted", None),
+    )
+    removed = jvm_start.prune_archives(kept, ours)
+    assert sorted(removed) == sorted([old_ours, gone, unnoted])
+    assert sorted(cds.iterdir()) == sorted([kept, kept.with_suffix(".json"), other, other.with_suffix(".json")])
