@@ -100,11 +100,17 @@ def build_archive(progress=print) -> Path:
         proc.wait(timeout=300)
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class-data archive at {partial}")
+    jars = jars_dir()
+    note_of(final).write_text(json.dumps({"jars": str(jars)}))  # before the archive: never one without it
     os.replace(partial, final)
-    final.with_suffix(".json").write_text(json.dumps({"jars": str(jars_dir())}))
-    prune_archives(final, jars_dir())
+    prune_archives(final, jars)
     progress(f"Spark driver class-data archive: {final} ({final.stat().st_size / 2**20:.0f} MiB)")
     return final
+
+
+def note_of(archive: Path) -> Path:
+    """The note beside an archive that names the pyspark jars it was made for."""
+    return archive.with_suffix(".json")
 
 
 def prune_archives(kept: Path, jars: Path) -> list[Path]:
@@ -118,7 +124,7 @@ def prune_archives(kept: Path, jars: Path) -> list[Path]:
     for archive in kept.parent.glob("driver-*.jsa"):
         if archive == kept:
             continue
-        note = archive.with_suffix(".json")
+        note = note_of(archive)
         try:
             made_for = Path(json.loads(note.read_text())["jars"])
         except (OSError, ValueError, KeyError, TypeError):

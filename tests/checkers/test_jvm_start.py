@@ -123,7 +123,7 @@ def test_a_new_archive_removes_only_its_own_installations_old_ones(tmp_path):
         path = cds / f"driver-{name}.jsa"
         path.write_bytes(b"jsa")
         if jars is not None:
-            path.with_suffix(".json").write_text(json.dumps({"jars": str(jars)}))
+            jvm_start.note_of(path).write_text(json.dumps({"jars": str(jars)}))
         return path
 
     kept = archive("new", ours)
@@ -135,4 +135,4 @@ def test_a_new_archive_removes_only_its_own_installations_old_ones(tmp_path):
     )
     removed = jvm_start.prune_archives(kept, ours)
     assert sorted(removed) == sorted([old_ours, gone, unnoted])
-    assert sorted(cds.iterdir()) == sorted([kept, kept.with_suffix(".json"), other, other.with_suffix(".json")])
+    assert sorted(cds.iterdir()) == sorted([kept, jvm_start.note_of(kept), other, jvm_start.note_of(other)])
