@@ -1,5 +1,8 @@
 """Beside each lost-write, aborted-read or duplicate instance: the brokers' own batches at its offset.
 
+Beside an eos-duplicate: the copier's own log, where it shows the reproduced
+stale fetch (harness/controller/stale_fetch.py).
+
 From evidence/segments.json (harness/controller/evidence.py, docs/RESULTS.md):
 per node, the batches of the instance's partition around its offset(s) (one
 row for a batch the replicas agree on, naming its nodes), the
@@ -14,6 +17,7 @@ import json
 
 from reports.markup import esc
 from reports.stored_run import EVIDENCE_ANOMALIES, Run
+from workloads.librdkafka_log import DEBUG, STALE_FETCH, debug_on
 
 SHOWN_RADIUS = 5  # offsets either side of the instance's shown in its table
 SHOWN_VALUES = 5  # record values shown per batch
@@ -50,22 +54,45 @@ def _ending(batches: list[dict], batch: dict) -> dict | None:
 
 
 def known_finding(evidence: dict, example: dict) -> str:
-    """One line when the brokers' batches show this instance to be a finding Gregor has
-    reproduced (evidence/segments.json "known_findings", harness/controller/known_findings.py)."""
+    """One line when the brokers' batches, or the copier's own log, show this instance to be
+    a finding Gregor has reproduced (evidence/segments.json "known_findings",
+    harness/controller/known_findings.py)."""
     found = evidence.get("known_findings") if isinstance(evidence.get("known_findings"), list) else []
     for shown in found:
         if not isinstance(shown, dict):
             continue
-        if (shown.get("key"), shown.get("value")) == (example.get("key"), example.get("value")):
+        if (shown.get("key"), shown.get("value")) != (example.get("key"), example.get("value")):
+            continue
+        named = f"the reproduced finding <code>{esc(shown.get('finding'))}</code> ({esc(shown.get('report'))})"
+        if shown.get("finding") == STALE_FETCH:
             return (
-                f'<p class="known-finding">The brokers\' log shows this to be the reproduced finding '
-                f"<code>{esc(shown.get('finding'))}</code> ({esc(shown.get('report'))}): offset "
-                f"{esc(shown.get('offset'))} holds an aborted record of the same producer "
-                f"(id {esc(shown.get('producer_id'))}, epoch {esc(shown.get('producer_epoch'))}, sequence "
-                f"{esc(shown.get('base_sequence'))}; ABORT at {esc(shown.get('aborted_at'))} on "
-                f"{esc(shown.get('node'))}), which the broker took this write for.</p>"
+                f'<p class="known-finding">The copier\'s own librdkafka log shows this to be {named}: process '
+                f"{esc(shown.get('process'))}, which copied this input again, fetched its partition from offset "
+                f"{esc(shown.get('fetched_from'))} while the partition was not assigned to it "
+                f"({esc(shown.get('log'))}: <code>{esc(shown.get('line'))}</code>).</p>"
             )
+        return (
+            f'<p class="known-finding">The brokers\' log shows this to be {named}: offset '
+            f"{esc(shown.get('offset'))} holds an aborted record of the same producer "
+            f"(id {esc(shown.get('producer_id'))}, epoch {esc(shown.get('producer_epoch'))}, sequence "
+            f"{esc(shown.get('base_sequence'))}; ABORT at {esc(shown.get('aborted_at'))} on "
+            f"{esc(shown.get('node'))}), which the broker took this write for.</p>"
+        )
     return ""
+
+
+def client_log_note(run: Run, name: str) -> str:
+    """For eos-duplicate on librdkafka copiers that did not log their fetches: how to
+    see whether the reproduced stale fetch is behind it (else "")."""
+    client = run.test.get("client") if isinstance(run.test.get("client"), dict) else {}
+    if name != "eos-duplicate" or client.get("library", "librdkafka") != "librdkafka" or debug_on(run.test):
+        return ""
+    return (
+        '<p class="note">librdkafka can hand a copier records it fetched while the partition was another '
+        f"member's (the reproduced finding <code>{STALE_FETCH}</code>, docs/findings/). This run's consumers did "
+        "not log their fetches, so whether that is behind these copies cannot be shown. To see it, run again with "
+        f"<code>--consumer-config {DEBUG}</code>: an instance it explains is then named here.</p>"
+    )
 
 
 def status_note(run: Run, name: str) -> str:

@@ -18,7 +18,7 @@ from checkers.allowed import NOT_CHECKED, SKIPPED_PERMITTED
 from ground.atomic import write_atomic
 from ground.faults import CHART_COLOURS, chart_of
 from reports import svg
-from reports.evidence import instance_batches, status_note
+from reports.evidence import client_log_note, instance_batches, known_finding, status_note
 from reports.explain import explain
 from reports.markup import esc, fmt_num
 from reports.stored_run import EVIDENCE_ANOMALIES, Run, load_run
@@ -477,7 +477,9 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
                 f'<td>{_list(offsets)}</td><td class="value">{_list(values)}</td>'
                 f"<td>{ops_html}{cycle}</td><td>{nemesis}</td></tr>"
             )
-            batches = instance_batches(run, example) if name in EVIDENCE_ANOMALIES else ""
+            batches = (
+                instance_batches(run, example) if name in EVIDENCE_ANOMALIES else known_finding(run.evidence, example)
+            )
             if batches in shown_batches:  # several readers of one offset: one table
                 batches = f'<p class="note">The brokers\' batches: as for instance {shown_batches[batches]}.</p>'
             elif batches:
@@ -490,7 +492,7 @@ def anomaly_section(run: Run, name: str, anomaly: dict, windows: Windows, faults
             "<th>topic-partition</th><th>offset(s)</th><th>value(s)</th><th>ops involved</th>"
             "<th>faults active</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
         )
-        parts.append(status_note(run, name))
+        parts.append(status_note(run, name) + client_log_note(run, name))
         for number, example in enumerate(examples[:TIMELINE_EXAMPLES], 1):
             ids = [o for o in as_list(example.get("ops")) if isinstance(o, int)]
             if not ids:

@@ -17,6 +17,10 @@ PARTITION_ADD = re.compile(r"(?:Starting pending assigned partition|PARTADD\|.*:
 PARTITION_REMOVE = re.compile(r"Removing (\S+) \[(\d+)\] from assignment")
 # A ListOffsets reply for a partition whose fetch was stopped meanwhile: librdkafka
 # (2.16.0) sets its offset query timer again, which starts a fetch 500 ms later.
+# The reproduced finding these lines can show (docs/findings/), by its name.
+STALE_FETCH = "librdkafka-stale-fetch-redelivery"
+# The `--consumer-config` whose log shows where each partition's fetch started.
+DEBUG = "debug=cgrp,consumer,topic,fetch"
 OUTDATED_OFFSET_RETRY = re.compile(r"(\S+) \[(\d+)\]: outdated offset response: \(re\)starting offset query timer")
 
 
@@ -40,3 +44,13 @@ def outdated_offset_retries(lines) -> set[tuple[str, int]]:
     """The (topic, partition) pairs whose ListOffsets reply came back outdated
     and set the offset query timer again (needs the `topic` debug context)."""
     return {(m[1], int(m[2])) for line in lines if (m := OUTDATED_OFFSET_RETRY.search(line))}
+
+
+def debug_on(test: dict) -> bool:
+    """Whether a run's librdkafka consumers logged their fetches and
+    assignments (test.json's `client.consumer_config`), as
+    fetches_outside_assignment() needs."""
+    client = test.get("client") if isinstance(test.get("client"), dict) else {}
+    config = client.get("consumer_config") if isinstance(client.get("consumer_config"), dict) else {}
+    contexts = {c.strip() for c in str(config.get("debug", "")).split(",")}
+    return {"cgrp", "fetch"} <= contexts or "all" in contexts

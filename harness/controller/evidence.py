@@ -64,33 +64,40 @@ def gather(lab, run_dir: Path) -> dict:
     """What evidence/segments.json holds for this run (never raises)."""
     system = lab.system
     evidence: dict = {"system": system.name, "version": getattr(lab, "version", None)}
-    dump = getattr(system, "segment_dump", None)
-    if dump is None:
-        reason = getattr(system, "no_segment_dump", "this system has no segment dump")
-        evidence["note"] = f"no segment dump for {system.name}: {reason}"
-        return evidence
     test, results = _read(run_dir / "test.json"), _read(run_dir / "results.json")
     if not results:
         evidence["note"] = "no results.json: the run was not checked, so no anomaly named a partition"
         return evidence
+    _dump_segments(lab, test, results, evidence)
+    try:
+        evidence["known_findings"] = explain_run(run_dir, results, test, evidence)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        evidence["known_findings_error"] = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+    return evidence
+
+
+def _dump_segments(lab, test: dict, results: dict, evidence: dict) -> None:
+    """The brokers' batches of the partitions the instances name, into `evidence`
+    (or a note of why there are none)."""
+    system = lab.system
+    dump = getattr(system, "segment_dump", None)
+    if dump is None:
+        reason = getattr(system, "no_segment_dump", "this system has no segment dump")
+        evidence["note"] = f"no segment dump for {system.name}: {reason}"
+        return
     partitions, left_out = named_partitions(results, test.get("keys") if isinstance(test.get("keys"), dict) else {})
     evidence["partitions"] = partitions
     evidence["max_partitions"] = MAX_PARTITIONS
     evidence["partitions_left_out"] = left_out
     if not partitions:
         evidence["note"] = "no anomaly instance named a partition and an offset: nothing to dump"
-        return evidence
+        return
     started = time.monotonic()
     try:
         evidence.update(dump(lab, {(p["topic"], p["partition"]): p["offsets"] for p in partitions}))
     except Exception as error:  # never cost the run its verdict or files: say why it is missing
         evidence["error"] = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
     evidence["seconds"] = round(time.monotonic() - started, 3)
-    try:
-        evidence["known_findings"] = explain_run(run_dir, results, test.get("keys") or {}, evidence)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        evidence["known_findings_error"] = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
-    return evidence
 
 
 def collect(lab, run_dir, progress=print) -> dict:

@@ -1,7 +1,7 @@
 """Bad instances shown, one by one, to be a finding Gregor has reproduced.
 
-A red run stays red. But where the brokers' own log shows that an instance is
-exactly the mechanism of a reproduced finding, evidence/segments.json says so
+A red run stays red. But where the brokers' own log, or the client's, shows
+that an instance is exactly the mechanism of a reproduced finding, evidence/segments.json says so
 ("known_findings"), the report shows it beside the instance, and the
 catalogue's tests can tell that finding from a new bug.
 
@@ -11,6 +11,9 @@ replica's log, a batch of the same producer id and epoch that does not hold
 the write's value and that an ABORT marker ended. The write's `ok` op says
 which producer id and epoch it ran under; the batch is an aborted record of
 the same producer, which the broker took the write for.
+
+librdkafka-stale-fetch-redelivery: an input copied twice, where the copier's
+own librdkafka log shows the fetch behind it (harness/controller/stale_fetch.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.controller import stale_fetch
 from harness.systems.kafka.segments import ending_marker
 
 SEQUENCE_REUSE = "librdkafka-abort-sequence-reuse"
@@ -25,15 +29,18 @@ REPORT = "docs/findings/librdkafka-abort-sequence-reuse.md"
 LOSSES = ("lost-write", "unseen")
 
 
-def explain_run(run_dir: Path, results: dict, keys: dict, evidence: dict) -> list[dict]:
-    """explain() for a run directory, reading only the history events the instances name."""
-    wanted = {
-        index
-        for name in LOSSES
-        for example in ((results.get("anomalies") or {}).get(name) or {}).get("examples") or []
-        for index in example.get("ops") or []
-    }
-    if not wanted or not evidence.get("nodes"):
+def explain_run(run_dir: Path, results: dict, test: dict, evidence: dict) -> list[dict]:
+    """explain() and the copier's stale fetch (harness/controller/stale_fetch.py) for a run
+    directory, reading only the history events the instances name."""
+    wanted = stale_fetch.wanted_ops(results)
+    if evidence.get("nodes"):
+        wanted |= {
+            index
+            for name in LOSSES
+            for example in ((results.get("anomalies") or {}).get(name) or {}).get("examples") or []
+            for index in example.get("ops") or []
+        }
+    if not wanted:
         return []
     events = []
     with open(Path(run_dir) / "history.jsonl", encoding="utf-8") as lines:
@@ -42,7 +49,8 @@ def explain_run(run_dir: Path, results: dict, keys: dict, evidence: dict) -> lis
                 event = json.loads(line)
                 if event.get("index") in wanted:
                     events.append(event)
-    return explain(events, results, keys, evidence)
+    keys = test.get("keys") or {}
+    return explain(events, results, keys, evidence) + stale_fetch.explain_run(run_dir, events, results, test)
 
 
 def explain(history: list[dict], results: dict, keys: dict, evidence: dict) -> list[dict]:

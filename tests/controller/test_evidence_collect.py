@@ -81,3 +81,28 @@ def test_nothing_named_means_no_dump(tmp_path):
     (tmp_path / "results.json").unlink()
     evidence.collect(lab, tmp_path, print)
     assert written(tmp_path)["note"].startswith("no results.json")
+
+
+def test_a_copiers_stale_fetch_is_named_without_the_brokers_segments(tmp_path):
+    """The stale fetch shows in the client's own log (harness/controller/stale_fetch.py), so a
+    system with no segment files still gets it in known_findings."""
+    lab = SimpleNamespace(system=SimpleNamespace(name="kfake", no_segment_dump="no files"), version="v1")
+    run_dir(tmp_path, results(**{"eos-duplicate": [{"key": 1, "value": 9, "offset": 3, "ops": [0, 1]}]}))
+    (tmp_path / "test.json").write_text(json.dumps({"keys": KEYS, "concurrency": 2}))
+    ops = [{"index": i, "process": i, "type": "ok", "f": "txn", "mops": []} for i in (0, 1)]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    (tmp_path / "clients").mkdir()
+    (tmp_path / "clients" / "client-1.log").write_text(
+        "Removing t0 [1] from assignment (started=true)\nPartition t0 [1] start fetching at offset 2 (leader epoch 0)\n"
+    )
+    evidence.collect(lab, tmp_path, print)
+    found = written(tmp_path)
+    assert found["note"] == "no segment dump for kfake: no files"
+    assert [(f["finding"], f["process"], f["fetched_from"]) for f in found["known_findings"]] == [
+        ("librdkafka-stale-fetch-redelivery", 1, 2)
+    ]
+    (tmp_path / "clients" / "client-1.log").write_text(  # fetched while assigned
+        "Starting pending assigned partition t0 [1] at offset 2\nPartition t0 [1] start fetching at offset 2\n"
+    )
+    evidence.collect(lab, tmp_path, print)
+    assert written(tmp_path)["known_findings"] == []

@@ -98,3 +98,53 @@ def test_instances_at_the_same_offset_share_one_table(invalid_run):
     section = section_of(write_report(invalid_run).read_text(encoding="utf-8"), "aborted-read")
     assert section.count('<table class="batches">') == 1
     assert "The brokers' batches: as for instance 1." in section
+
+
+def add_eos_duplicate(run, known_findings=None, consumer_config=None):
+    """An eos-duplicate instance in results.json, the run's consumer settings in test.json,
+    and evidence/segments.json naming it or not."""
+    test = json.loads((run / "test.json").read_text())
+    test["client"]["consumer_config"] = consumer_config or {}
+    (run / "test.json").write_text(json.dumps(test))
+    path = run / "results.json"
+    results = json.loads(path.read_text())
+    results["anomalies"]["eos-duplicate"] = {
+        "count": 1,
+        "allowed": False,
+        "why_allowed": None,
+        "description": "an input copied twice",
+        "examples": [{"key": 0, "value": 4, "offset": 3, "values": [40, 44], "ops": [1, 3]}],
+    }
+    path.write_text(json.dumps(results))
+    evidence = run / "evidence" / "segments.json"
+    evidence.parent.mkdir(exist_ok=True)
+    evidence.write_text(json.dumps({"system": "kafka", "known_findings": known_findings or []}))
+
+
+def test_an_input_copied_twice_names_the_copiers_stale_fetch_from_its_own_log(invalid_run):
+    shown = {
+        "finding": "librdkafka-stale-fetch-redelivery",
+        "report": "docs/findings/librdkafka-stale-fetch-redelivery.md",
+        "anomaly": "eos-duplicate",
+        "key": 0,
+        "value": 4,
+        "offset": 3,
+        "process": 5,
+        "log": "clients/client-1.log",
+        "fetched_from": 0,
+        "line": f"Partition t0 [0] start fetching at offset 0 {SCRIPT}",
+    }
+    add_eos_duplicate(invalid_run, [shown], {"debug": "cgrp,consumer,topic,fetch"})
+    section = section_of(write_report(invalid_run).read_text(encoding="utf-8"), "eos-duplicate")
+    row = section[section.index('class="evidence-row"') :]
+    assert "The copier's own librdkafka log shows this to be the reproduced finding" in row
+    assert "process 5, which copied this input again, fetched its partition from offset 0" in row
+    assert html.escape(SCRIPT, quote=True) in row and SCRIPT not in section
+    assert "--consumer-config" not in section  # the run could show it, and did
+
+
+def test_an_input_copied_twice_without_the_copiers_fetch_log_says_how_to_see_the_cause(invalid_run):
+    add_eos_duplicate(invalid_run)
+    section = section_of(write_report(invalid_run).read_text(encoding="utf-8"), "eos-duplicate")
+    assert 'class="evidence-row"' not in section
+    assert "<code>--consumer-config debug=cgrp,consumer,topic,fetch</code>" in section
