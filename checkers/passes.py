@@ -502,12 +502,19 @@ def cross_key_facts(t: Tables) -> dict:
     if not wanted:
         return facts
     rows = stored_rows(t.rows.where(functools.reduce(lambda a, b: a | b, wanted)).select(*FACT_COLUMNS), t.storage)
+    # The fencing part scans its input six times, and wants only the op rows: a few
+    # percent of `rows`, which the `info` reads' polls fill (10M txn events: 270k of 8.3M),
+    # in one partition a core (its scans' time was the tasks' own overhead, 32 a scan).
+    cores = t.spark.sparkContext.defaultParallelism
+    ops = stored_rows(rows.where(kind == OP_ROW).coalesce(cores), t.storage) if m["ok_inits"] else None
     try:
-        rows.count()  # stores it, once, before the parts read it at once
-        union = _fact_rows(rows, m, ok_poll, info_send, ok_commit, deriving, named)
+        (rows if ops is None else ops).count()  # stores them, once, before the parts read them at once
+        union = _fact_rows(rows, ops, m, ok_poll, info_send, ok_commit, deriving, named)
         collected = union.collect()
     finally:
         free_rows(rows)
+        if ops is not None:
+            free_rows(ops)
     for row in collected:
         if row["fact"] == "read_txn":
             facts["read_txns"].add(row["a"])
@@ -519,8 +526,11 @@ def cross_key_facts(t: Tables) -> dict:
     return facts
 
 
-def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving, named) -> DataFrame:
-    """The facts of `cross_key_facts` as one frame (fact, a, b, c, d, s)."""
+def _fact_rows(
+    rows: DataFrame, ops: DataFrame | None, m: dict, ok_poll, info_send, ok_commit, deriving, named
+) -> DataFrame:
+    """The facts of `cross_key_facts` as one frame (fact, a, b, c, d, s); `ops`: the op
+    rows of `rows`, stored apart (when the run has `ok` inits)."""
     parts = []
     if m["info_txn_sends"]:
         hit = read_by_ok(rows, info_send).select("op").distinct()
@@ -534,7 +544,7 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
         )
     if m["ok_inits"]:
         parts.append(
-            _fenced(rows.where(F.col("kind") == OP_ROW)).select(
+            _fenced(ops).select(
                 F.lit("fenced").alias("fact"),
                 F.col("op").alias("a"),
                 F.col("init_op").alias("b"),
@@ -547,7 +557,7 @@ def _fact_rows(rows: DataFrame, m: dict, ok_poll, info_send, ok_commit, deriving
         committing = rows.where(ok_commit).select("gid").distinct()
         deriving_groups = rows.where(deriving).select("gid").distinct()
         # Key rows carry the group's hash; its name is on the op rows.
-        names = rows.where(named).select("group", "gid").distinct()
+        names = (rows if ops is None else ops).where(named).select("group", "gid").distinct()
         copiers = committing.join(deriving_groups, "gid", "left_semi").join(names, "gid")
         parts.append(
             copiers.select(
