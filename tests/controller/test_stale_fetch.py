@@ -115,6 +115,8 @@ def test_the_report_names_the_finding_beside_its_instance_and_escapes_the_log_li
         ("eos-duplicate", {"consumer_config": {"debug": "all"}}, False),
         ("eos-duplicate", {"consumer_config": {"debug": "cgrp"}}, True),  # no fetch lines
         ("eos-duplicate", {"library": "java"}, False),  # another client
+        ("eos-duplicate", {"library": "librdkafka", "copier.offsets": "after"}, False),  # commits after its output
+        ("eos-duplicate", {"library": "librdkafka", "copier.offsets": "txn"}, True),
         ("eos-lost", {"library": "librdkafka"}, False),  # another anomaly
     ],
 )
