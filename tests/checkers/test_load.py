@@ -172,12 +172,27 @@ def test_a_torn_line_before_the_last_is_still_an_error(spark, tmp_path):
         check_dir(tmp_path, spark=spark, progress=lambda _: None)
 
 
+def _tasks_run(spark, action) -> int:
+    """How many tasks `action`'s jobs ran (a stage Spark skipped runs none)."""
+    sc = spark.sparkContext
+    sc.setJobGroup("gregor-tasks-run", "tasks counted by a test")
+    try:
+        action()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    stages = [s for job in tracker.getJobIdsForGroup("gregor-tasks-run") for s in tracker.getJobInfo(job).stageIds]
+    return sum(info.numCompletedTasks for info in map(tracker.getStageInfo, stages) if info is not None)
+
+
 def _stored_mib(spark) -> float:
     return sum(i.memSize() + i.diskSize() for i in spark._jsc.sc().getRDDStorageInfo()) / 2**20
 
 
 @pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "disk-only"])
 def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spark, tmp_path, monkeypatch, on_disk):
+    """A small history's table is a stored copy; a large one's is the
+    shuffle's own files, which no later job writes again."""
     generate(tmp_path, 20_000)
     if on_disk:  # as for a history above LARGE_HISTORY_BYTES
         monkeypatch.setattr(loading, "LARGE_HISTORY_BYTES", 0)
@@ -186,7 +201,14 @@ def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spar
     tables = load(tmp_path, spark)
     try:
         assert tables.storage == (loading.StorageLevel.DISK_ONLY if on_disk else loading.STORAGE)
-        assert _stored_mib(spark) > baseline  # stored by the load's own job
+        if on_disk:
+            assert _stored_mib(spark) == baseline  # no copy of the shuffled rows
+            # Read from the shuffle's files: a count runs a task per partition of the table
+            # and one to add them up; the shuffle's map stage, a task per partition of the
+            # history file, is not run again.
+            assert _tasks_run(spark, lambda: tables.rows.count()) == tables.rows.rdd.getNumPartitions() + 1
+        else:
+            assert _stored_mib(spark) > baseline  # stored by the load's own job
         # A pass by route needs no shuffle: the stored table keeps its partitioning.
         by_route = tables.rows.groupBy("route").count()
         assert "Exchange" not in by_route._jdf.queryExecution().executedPlan().toString()
@@ -201,10 +223,12 @@ def test_the_table_is_stored_once_partitioned_by_route_and_freed_on_release(spar
 
 
 def _block_files(spark, table) -> list:
-    """The files of a stored table's blocks in Spark's local directories."""
-    stored = table._jdf.queryExecution().analyzed().rdd().id()
+    """The files of a stored table's blocks, or of the shuffle it reads, in Spark's local directories."""
+    rdd = table._jdf.queryExecution().analyzed().rdd()
+    shuffle = loading.read_shuffle(rdd)
+    pattern = f"rdd_{rdd.id()}_*" if shuffle is None else f"shuffle_{shuffle}_*"
     roots = spark._jvm.org.apache.spark.util.Utils.getConfiguredLocalDirs(spark._jsc.sc().getConf())
-    return [path for root in roots for path in Path(root).glob(f"blockmgr-*/*/rdd_{stored}_*")]
+    return [path for root in roots for path in Path(root).glob(f"blockmgr-*/*/{pattern}")]
 
 
 def test_a_history_over_the_memory_limit_is_checked_on_disk_with_the_same_results(spark, tmp_path, monkeypatch):
