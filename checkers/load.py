@@ -309,7 +309,8 @@ def _stored(
     shuffled = rows.repartition(partitions, "route")
     table = stored_rows(shuffled, storage) if storage == STORAGE else shuffle_rows(shuffled)
     try:
-        # The job that stores the table also counts, over the stored rows: an
+        # The job that stores the table (for a large history: runs its shuffle,
+        # whose files are the table) also counts, over the table's rows: an
         # Observation on the rows before the shuffle cost a seventh of the
         # load (an uncompiled operator that also splits the compiled stage).
         # (spark_partition_id may not stand inside an aggregate: it is projected first.)
