@@ -9,14 +9,13 @@ pass a few whole keys at a time as their rows come in: it holds those keys'
 rows, not all of its partition's (`streamed_key_chunks`).
 
 `main(t)` is the pass every check runs (stored: several finders read its
-output); before it, one small job answers the questions the pass needs
-from other keys or other ops (which `info` transactions had a send read,
-which transactions a newer instance fenced, which groups copy).
+output); before it, a few jobs answer the questions the pass needs from
+other keys or other ops (which `info` transactions had a send read, which
+transactions a newer instance fenced, which groups copy).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 from dataclasses import replace
@@ -27,15 +26,13 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.window import Window
 
-from checkers import allowed, pieces
+from checkers import allowed, fencing, pieces
 from checkers.anomaly import ANOMALY_SCHEMA
 from checkers.arrays import NULL
 from checkers.buckets import lag_bucket_seconds
 from checkers.examples import merge_summaries, partition_summary
 from checkers.fetch import table_rows
-from checkers.history_format import INIT, OK, TXN
 from checkers.keypass import (
     ANOMALY,
     COVER,
@@ -57,7 +54,7 @@ from checkers.keypass import (
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
 from checkers.reads import read_by_ok
-from checkers.routes import rows_of_routes
+from checkers.routes import rows_in_partitions, rows_of_routes
 from checkers.table_format import (
     COMMIT_ROW,
     INFO_CODE,
@@ -65,7 +62,6 @@ from checkers.table_format import (
     NEMESIS_ROUTE,
     OK_CODE,
     OP_ROW,
-    POLL_ROW,
     SEND_ROW,
 )
 
@@ -447,223 +443,58 @@ def duration_s(t: Tables) -> float:
     return max(0.0, (m["last_time"] - min(0, m["first_time"])) / 1e9)
 
 
-# What the cross-key facts read of the stored table (docs/CHECKERS.md).
-FACT_COLUMNS = (
-    "kind",
-    "op",
-    "tcode",
-    "is_txn",
-    "key",
-    "value",
-    "f",
-    "type",
-    "txn_id",
-    "producer_id",
-    "epoch",
-    "own_producer_id",
-    "own_epoch",
-    "complete_time",
-    "commit_time",
-    "gid",
-    "group",
-    "from_key",
-)
-
-
 def cross_key_facts(t: Tables) -> dict:
     """What the pass of one key needs to know from other keys and ops
     (nothing is read when the load saw nothing it could be about):
     - read_txns: `info` transactions of which some send was read by an `ok`
       op (all their sends must have happened);
     - fenced: transactions a newer instance of their transactional.id had
-      initialised before they committed (zombie-write candidates);
+      initialised before they committed (zombie-write candidates,
+      checkers/fencing.py);
     - copier_groups: groups whose ops derive outputs (sends with `from`)
       and that commit offsets in `ok` ops, inside their transactions or as
       `commit` ops (consume-transform-produce).
 
-    The rows these read are first stored apart, narrow, by one scan of the
-    table: each part's joins and windows read that, where each used to read
-    the whole table (issue 42: nine scans of it on the 10M txn shape)."""
+    Each part reads the loaded table itself, where it is (issue 42): a
+    narrow table stored for them all, nearly all of it the `ok` polls the
+    first part reads, took longer to store than the parts took to read the
+    loaded table again (docs/CHECKERS.md)."""
     m, kind = t.metrics, F.col("kind")
-    ok_poll = (kind == POLL_ROW) & (F.col("tcode") == OK_CODE)
-    info_send = (kind == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn")
-    txn_or_init = (kind == OP_ROW) & F.col("f").isin(INIT, TXN)
-    ok_commit = (kind == COMMIT_ROW) & (F.col("tcode") == OK_CODE) & F.col("gid").isNotNull()
-    deriving = (kind == SEND_ROW) & F.col("from_key").isNotNull()
-    named = (kind == OP_ROW) & F.col("gid").isNotNull()
-    wanted = []
-    if m["info_txn_sends"]:
-        wanted += [info_send, ok_poll]
-    if m["ok_inits"]:
-        wanted.append(txn_or_init)
-    if m["derived_sends"] and m["ok_commits"]:
-        wanted += [ok_commit, deriving, named]
     facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}
-    if not wanted:
-        return facts
-    rows = stored_rows(t.rows.where(functools.reduce(lambda a, b: a | b, wanted)).select(*FACT_COLUMNS), t.storage)
-    # The fencing part scans its input six times, and wants only the op rows: a few
-    # percent of `rows`, which the `info` reads' polls fill (10M txn events: 270k of 8.3M),
-    # in one partition a core (its scans' time was the tasks' own overhead, 32 a scan).
-    cores = t.spark.sparkContext.defaultParallelism
-    ops = stored_rows(rows.where(kind == OP_ROW).coalesce(cores), t.storage) if m["ok_inits"] else None
-    try:
-        (rows if ops is None else ops).count()  # stores them, once, before the parts read them at once
-        union = _fact_rows(rows, ops, m, ok_poll, info_send, ok_commit, deriving, named)
-        collected = union.collect()
-    finally:
-        free_rows(rows)
-        if ops is not None:
-            free_rows(ops)
-    for row in collected:
-        if row["fact"] == "read_txn":
-            facts["read_txns"].add(row["a"])
-        elif row["fact"] == "fenced":
-            facts["fenced"].append({"op": row["a"], "init_op": row["b"], "commit_time": row["c"], "type": row["s"]})
-        else:
-            facts["copier_groups"].add(row["a"])
-            facts["copier_names"].add(row["s"])
+    if m["info_txn_sends"]:
+        info_send = (kind == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn")
+        read = read_by_ok(t.rows, info_send).select("op").distinct().toArrow()
+        facts["read_txns"] = set(read.column("op").to_pylist())
+    if m["ok_inits"]:
+        # Only the partitions that hold client op rows are read (the load found them).
+        ops = rows_in_partitions(t.rows, m["op_partitions"]).where(kind == OP_ROW)
+        facts["fenced"] = fencing.fenced(ops, m["ok_inits"])
+    if m["derived_sends"] and m["ok_commits"]:
+        facts["copier_groups"], facts["copier_names"] = _copiers(t.rows)
     return facts
 
 
-def _fact_rows(
-    rows: DataFrame, ops: DataFrame | None, m: dict, ok_poll, info_send, ok_commit, deriving, named
-) -> DataFrame:
-    """The facts of `cross_key_facts` as one frame (fact, a, b, c, d, s); `ops`: the op
-    rows of `rows`, stored apart (when the run has `ok` inits)."""
-    parts = []
-    if m["info_txn_sends"]:
-        hit = read_by_ok(rows, info_send).select("op").distinct()
-        parts.append(
-            hit.select(
-                F.lit("read_txn").alias("fact"),
-                F.col("op").alias("a"),
-                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                F.lit(None).cast("string").alias("s"),
-            )
+def _copiers(rows: DataFrame) -> tuple[set, set]:
+    """The copier groups' ids (the hash key rows carry) and names (on their op rows)."""
+    kind, gid = F.col("kind"), F.col("gid")
+    ok_commit = (kind == COMMIT_ROW) & (F.col("tcode") == OK_CODE)
+    deriving = (kind == SEND_ROW) & F.col("from_key").isNotNull()
+    named = kind == OP_ROW
+    groups = (
+        rows.where(gid.isNotNull() & (ok_commit | deriving | named))
+        .groupBy("gid")
+        .agg(
+            F.max(ok_commit.cast("int")).alias("commits"),
+            F.max(deriving.cast("int")).alias("derives"),
+            F.collect_set(F.when(named, F.col("group"))).alias("names"),
         )
-    if m["ok_inits"]:
-        parts.append(
-            _fenced(ops).select(
-                F.lit("fenced").alias("fact"),
-                F.col("op").alias("a"),
-                F.col("init_op").alias("b"),
-                F.col("commit_time").alias("c"),
-                F.lit(None).cast("long").alias("d"),
-                F.col("type").alias("s"),
-            )
-        )
-    if m["derived_sends"] and m["ok_commits"]:
-        committing = rows.where(ok_commit).select("gid").distinct()
-        deriving_groups = rows.where(deriving).select("gid").distinct()
-        # Key rows carry the group's hash; its name is on the op rows.
-        names = (rows if ops is None else ops).where(named).select("group", "gid").distinct()
-        copiers = committing.join(deriving_groups, "gid", "left_semi").join(names, "gid")
-        parts.append(
-            copiers.select(
-                F.lit("copier").alias("fact"),
-                F.col("gid").alias("a"),
-                *[F.lit(None).cast("long").alias(n) for n in ("b", "c", "d")],
-                F.col("group").alias("s"),
-            )
-        )
-    return functools.reduce(DataFrame.unionByName, parts)
-
-
-def _fenced(ops: DataFrame) -> DataFrame:
-    """Transactions of an older epoch whose commit came after a newer
-    instance's `init` completed `ok` (one row each, the earliest such init).
-
-    A transaction's instance is the epoch (and producer id) on its
-    completion, else the process's last `ok` init before it. An init counts
-    against a transaction when its epoch is higher and its producer id is
-    the same (or either is unknown).
-
-    The earliest such init before the commit is the earliest of all such
-    inits, when that one completed before the commit (inits ordered by
-    completion, then op). So the answer depends only on the transaction's
-    (transactional.id, producer id, epoch), asked once per distinct triple,
-    as of the inits (`_first_newer`), then joined back to the transactions
-    on that triple: sorts and windows whose work grows with the rows, where
-    pairing each transaction with every init of its id grew with their
-    product (issue 42: 25 billion pairs at 10M events of a history that
-    re-initialises after each `info` transaction).
-
-    `ops`: op rows with the columns of FACT_COLUMNS.
-    """
-    inits = ops.where(
-        (F.col("f") == INIT)
-        & (F.col("type") == OK)
-        & F.col("txn_id").isNotNull()
-        & F.col("epoch").isNotNull()
-        & F.col("complete_time").isNotNull()
-    ).select(
-        "txn_id",
-        F.col("producer_id").alias("pid"),
-        F.col("epoch"),
-        F.col("complete_time").alias("init_done"),
-        F.col("op").alias("init_op"),
+        .where((F.col("commits") == 1) & (F.col("derives") == 1) & (F.size("names") > 0))
     )
-    txns = (
-        ops.where((F.col("f") == TXN) & F.col("txn_id").isNotNull() & F.col("commit_time").isNotNull())
-        .withColumn("epoch", F.coalesce("epoch", "own_epoch"))
-        .withColumn("pid", F.coalesce("producer_id", "own_producer_id"))
-        .where(F.col("epoch").isNotNull())
-        .select("op", "txn_id", "type", "commit_time", "epoch", "pid")
-    )
-    asked = txns.select("txn_id", "pid", "epoch").distinct()
-    known_pid = F.col("pid").isNotNull()
-    answers = (
-        # an init of the same producer id
-        _first_newer(asked.where(known_pid), inits.where(known_pid), ["txn_id", "pid"])
-        # an init of no known producer id, for a transaction of a known one
-        .unionByName(_first_newer(asked.where(known_pid), inits.where(~known_pid).drop("pid"), ["txn_id"]))
-        # any init, for a transaction of no known producer id
-        .unionByName(_first_newer(asked.where(~known_pid), inits.drop("pid"), ["txn_id"]))
-        .groupBy("txn_id", "pid", "epoch")
-        .agg(F.min(F.struct("init_done", "init_op")).alias("first"))
-        .select(*[F.col(c).alias("asked_" + c) for c in ("txn_id", "pid", "epoch")], "first")
-    )
-    same = (
-        (F.col("txn_id") == F.col("asked_txn_id"))
-        & F.col("pid").eqNullSafe(F.col("asked_pid"))
-        & (F.col("epoch") == F.col("asked_epoch"))
-    )
-    return (
-        txns.join(answers, same)
-        .where(F.col("first.init_done") < F.col("commit_time"))
-        .select("op", "type", "commit_time", F.col("first.init_op").alias("init_op"))
-    )
-
-
-def _first_newer(asked: DataFrame, inits: DataFrame, by: list[str]) -> DataFrame:
-    """Per asked (txn_id, pid, epoch): the first of `inits` (by completion,
-    then op) with the same `by` columns and a higher epoch, as
-    (txn_id, pid, epoch, init_done, init_op); none where no init is higher.
-
-    That first init is a record: its epoch is above every epoch before it.
-    Records climb in epoch as they go on in time, so the first init above
-    an epoch is the record of the lowest epoch above it: ordered by epoch
-    from the top, the last record seen before the asked row (records of an
-    equal epoch sort after it, so they do not count)."""
-    in_time = Window.partitionBy(*by).orderBy("init_done", "init_op").rowsBetween(Window.unboundedPreceding, -1)
-    records = (
-        inits.withColumn("before", F.max("epoch").over(in_time))
-        .where(F.col("before").isNull() | (F.col("epoch") > F.col("before")))
-        .select(*by, "epoch", F.struct("init_done", "init_op").alias("record"))
-    )
-    rows = asked.select("txn_id", "pid", "epoch", F.lit(0).alias("is_record")).unionByName(
-        records.withColumn("is_record", F.lit(1)), allowMissingColumns=True
-    )
-    from_top = (
-        Window.partitionBy(*by)
-        .orderBy(F.col("epoch").desc(), "is_record")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    found = rows.withColumn("found", F.last("record", ignorenulls=True).over(from_top))
-    return found.where((F.col("is_record") == 0) & F.col("found").isNotNull()).select(
-        "txn_id", "pid", "epoch", F.col("found.init_done").alias("init_done"), F.col("found.init_op").alias("init_op")
-    )
+    ids, names = set(), set()
+    for row in groups.collect():
+        ids.add(row["gid"])
+        names.update(row["names"])
+    return ids, names
 
 
 def anomalies(frame: DataFrame, names=None) -> DataFrame:

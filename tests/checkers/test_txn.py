@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import functions as F
 from txn_events import flatten, op, poll, send
 from txn_histories import init, op_with_value, valid_run
 
@@ -73,10 +74,10 @@ def test_zombie_epoch_taken_from_the_process_last_init(spark, tmp_path, write_ru
     assert [(r["key"], r["value"], r["ops"]) for r in zombies] == [(0, 1, [5, 3])]
 
 
-def test_cross_key_facts_come_from_a_table_they_free(spark, tmp_path, write_run):
-    """The facts read one narrow table of the rows they need, stored for
-    them alone: what they find is the read info transaction and its fencing,
-    and nothing of theirs stays stored after."""
+def test_cross_key_facts_read_the_table_and_store_nothing(spark, tmp_path, write_run):
+    """The facts read the loaded table where it is: what they find is the
+    read info transaction and its fencing, and nothing of theirs stays
+    stored after."""
     from checkers import passes
 
     events = flatten(
@@ -100,6 +101,28 @@ def test_cross_key_facts_come_from_a_table_they_free(spark, tmp_path, write_run)
     assert facts["read_txns"] == {5}
     assert [(f["op"], f["init_op"], f["commit_time"], f["type"]) for f in facts["fenced"]] == [(5, 3, 4500, "info")]
     assert facts["copier_groups"] == set()
+
+
+def test_fencing_takes_the_windows_when_the_inits_would_not_fit_the_driver(spark, tmp_path, write_run, monkeypatch):
+    """The inits come to the driver only when the load's count of them fits
+    (checkers/spark.py's share of the heap); past it, the windows answer the same."""
+    from checkers import fencing
+    from checkers.table_format import OP_ROW
+
+    events = flatten(
+        init(0, 0),
+        init(4, 1),
+        op(0, "txn", [send(0, 1), send(1, 2)], type="info", txn_id="a", commit_time=4500),
+    )
+    t = load(write_run(tmp_path, events), spark)
+    try:
+        ops = t.rows.where(F.col("kind") == OP_ROW)
+        small = fencing.fenced(ops, 2)
+        monkeypatch.setattr(fencing, "by_lookup", lambda ops: pytest.fail("the inits were brought to the driver"))
+        large = fencing.fenced(ops, 10**12)
+    finally:
+        t.release()
+    assert small == large == [{"op": 5, "type": "info", "commit_time": 4500, "init_op": 3}]
 
 
 def test_unread_info_zombie_is_no_zombie(spark, tmp_path, write_run):
@@ -130,27 +153,30 @@ def _pairwise_fenced(inits, txns):
     return out
 
 
+@pytest.mark.parametrize("way", ["lookup", "windows"])
 @pytest.mark.parametrize("seed", range(4))
-def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
-    """passes._fenced answers per (id, producer id, epoch) with windows; on
-    random ops (epochs going up and down, producer ids known or not, equal
-    times) it must find exactly the pairs the definition does."""
+def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed, way):
+    """checkers/fencing.py answers per (id, producer id, epoch), by arrays of
+    the inits or by windows in Spark; on random ops (epochs going up and
+    down, producer ids known or not, equal times, ids no init has) each way
+    must find exactly the pairs the definition does."""
     import random
 
-    from checkers import passes
+    from checkers import fencing
     from checkers.load import OP_COLUMNS
 
     rng = random.Random(seed)
     inits, txns, rows_ = [], [], []
     for number in range(400):
-        txn_id = rng.choice(["a", "b", "c"])
+        txn_id = rng.choice(["a", "b", "c", "d"])
         pid = rng.choice([None, 1, 2])
         epoch = rng.randrange(6)
         done = rng.randrange(60)
         row = dict.fromkeys(OP_COLUMNS)
         row.update(op=number, txn_id=txn_id, complete_time=done)
         if rng.random() < 0.3:
-            row.update(f="init", type=rng.choice(["ok", "ok", "info"]), epoch=epoch, producer_id=pid)
+            kinds = ["info"] if txn_id == "d" else ["ok", "ok", "info"]  # d: an id no `ok` init has
+            row.update(f="init", type=rng.choice(kinds), epoch=epoch, producer_id=pid)
             if row["type"] == "ok":
                 inits.append((txn_id, pid, epoch, done, number))
         else:
@@ -168,7 +194,8 @@ def test_fencing_finds_what_the_pairwise_definition_finds(spark, seed):
         [{k: v for k, v in r.items() if k not in ("auto", "keys", "rebalance", "cut_short", "reads")} for r in rows_],
         schema,
     )
-    found = {(r["op"], r["type"], r["commit_time"], r["init_op"]) for r in passes._fenced(frame).collect()}
+    fenced = fencing.by_lookup(frame) if way == "lookup" else [r.asDict() for r in fencing.by_windows(frame).collect()]
+    found = {(r["op"], r["type"], r["commit_time"], r["init_op"]) for r in fenced}
     expected = _pairwise_fenced(inits, txns)
     assert expected, "the random ops hold fenced transactions"
     assert found == expected
