@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from checkers.arrays import group_ids
+from checkers.fetch import fetch_rows
 from checkers.history_format import INIT, OK, TXN
 from checkers.spark import may_broadcast
 
@@ -81,7 +82,7 @@ def by_lookup(ops: DataFrame) -> list[dict]:
     spark = ops.sparkSession
     shared = spark.sparkContext.broadcast(NewerInits.of(inits))
     try:
-        return _txns(ops).mapInArrow(_looked_up(shared), FENCED_SCHEMA).toArrow().to_pylist()
+        return fetch_rows(_txns(ops).mapInArrow(_looked_up(shared), FENCED_SCHEMA))
     finally:
         shared.destroy()
 
@@ -104,7 +105,7 @@ class NewerInits:
     fits. Inits are ranked by (completion, op); per group, in order of
     epoch, the lowest rank at or after each place (`_FirstAbove`)."""
 
-    def __init__(self, ids: np.ndarray, code, pid, pid_known, epoch, done, op):
+    def __init__(self, ids: pa.Array, code, pid, pid_known, epoch, done, op):
         order = np.lexsort((op, done))
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
@@ -119,7 +120,8 @@ class NewerInits:
     def of(cls, inits: pa.Table) -> NewerInits:
         """From a table of (txn_id, pid, epoch, init_done, init_op) with no
         null but pid."""
-        ids = np.array(sorted(pc.unique(inits.column("txn_id")).to_pylist()), dtype=object)
+        unique = pc.unique(inits.column("txn_id"))
+        ids = unique.take(pc.array_sort_indices(unique))
         code = _codes(inits.column("txn_id"), ids)
         pid, pid_known = _with_nulls(inits.column("pid"))
         return cls(ids, code, pid, pid_known, *(_longs(inits.column(n)) for n in ("epoch", "init_done", "init_op")))
@@ -202,9 +204,9 @@ def _keys(code: np.ndarray, pid: np.ndarray, epoch: np.ndarray) -> np.ndarray:
     return keys
 
 
-def _codes(ids: pa.Array, known: np.ndarray) -> np.ndarray:
+def _codes(ids, known: pa.Array) -> np.ndarray:
     """Each id's index in `known` (sorted), -1 where it is not there."""
-    found = pc.index_in(ids, value_set=pa.array(known.tolist(), pa.string()))
+    found = pc.index_in(ids, value_set=known)
     return _longs(pc.fill_null(found, -1))
 
 
