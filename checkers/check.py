@@ -132,10 +132,7 @@ def _timed(progress, label: str, finder, count=len):
 
 
 def _other_lane(t: Tables, max_examples: int, progress) -> tuple[tuple, dict]:
-    """The finders besides the cycle search, then the stats. The stats go
-    last: their job raises a session setting (stats.HASH_GROUPS_CONF) that
-    would also reach the aggregation eos plans; the cycle search, which may
-    run meanwhile, has no aggregate it changes."""
+    """The finders besides the cycle search, then the stats."""
     found_txn = _timed(progress, "transactions", lambda: _anomaly_rows(txn.torn_transactions(t) + txn.zombie_writes(t)))
     found_stuck = _timed(progress, "stuck-lso", lambda: _anomaly_rows(liveness.stuck_reads(t)))
     found_eos = _timed(

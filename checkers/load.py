@@ -47,6 +47,7 @@ from checkers.history_format import (
     TXN,
     TYPES,
 )
+from checkers.packed_order import RANGED_COLUMNS
 from checkers.spark import session_conf
 from checkers.table_format import (
     COMMIT_ROW,
@@ -783,8 +784,19 @@ def _metric_columns(partitions: int) -> list[F.Column]:
             F.expr(f"min(case when kind = {OP_ROW} then least(invoke_time, complete_time) end)").alias("first_time"),
             F.expr(f"max(case when kind = {OP_ROW} then greatest(invoke_time, complete_time) end)").alias("last_time"),
         ]
+        + _key_row_ranges()
         + op_parts
     )
+
+
+def _key_row_ranges() -> list[F.Column]:
+    """The ranges checkers/packed_order.py packs, over the key rows (0 when none has one)."""
+    key_row = "kind in (" + ", ".join(str(kind) for kind in KEY_KINDS) + ")"
+    return [
+        F.expr(f"{edge}(case when {key_row} then {name} end)").alias(f"{edge}_{name}")
+        for name in RANGED_COLUMNS
+        for edge in ("min", "max")
+    ]
 
 
 OP_PARTS = "_op_parts_"

@@ -53,6 +53,7 @@ from checkers.keypass import (
     Params,
 )
 from checkers.load import Tables, free_rows, known_keys, stored_rows
+from checkers.packed_order import packed_order
 from checkers.reads import read_by_ok
 from checkers.routes import rows_in_partitions, rows_of_routes
 from checkers.table_format import (
@@ -140,9 +141,12 @@ def key_pass(t: Tables, params: Params, keys: list[int] | None = None) -> DataFr
     if params.mode not in PER_KEY_MODES:
         return rows.mapInArrow(_runner(params), OUTPUT_SCHEMA)
     # In process order within a key: a large key's order steps run on stretches of it (checkers/pieces.py).
-    rows = rows.sortWithinPartitions("key", "pid", "op", "mop_index")
+    rows = rows.sortWithinPartitions(*packed_order(t.metrics, KEY_ORDER))
     return rows.mapInArrow(_runner(params, KEY_CHUNK_ROWS, pieces.sizes()), OUTPUT_SCHEMA)
 
+
+# The per-key modes' row order: in process order within a key.
+KEY_ORDER = ("key", "pid", "op", "mop_index")
 
 # A task of the main or cycle pass runs it on at most this many rows at once: whole
 # keys, and a key with more rows alone. The pass's arrays took about 200
@@ -463,7 +467,7 @@ def cross_key_facts(t: Tables) -> dict:
     facts = {"read_txns": set(), "fenced": [], "copier_groups": set(), "copier_names": set()}
     if m["info_txn_sends"]:
         info_send = (kind == SEND_ROW) & (F.col("tcode") == INFO_CODE) & F.col("is_txn")
-        read = read_by_ok(t.rows, info_send).select("op").distinct().toArrow()
+        read = read_by_ok(t.rows, info_send, metrics=m).select("op").distinct().toArrow()
         facts["read_txns"] = set(read.column("op").to_pylist())
     if m["ok_inits"]:
         # Only the partitions that hold client op rows are read (the load found them).

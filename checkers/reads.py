@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from checkers.packed_order import packed_order
 from checkers.table_format import OK_CODE, POLL_ROW
 
 FIELDS = ("op", "key", "value")  # of a send row given back
@@ -32,16 +33,18 @@ READ_SENDS_SCHEMA = ", ".join(f"{name} long" for name in FIELDS)
 _ARROW_SCHEMA = pa.schema([(name, pa.int64()) for name in FIELDS])
 
 
-def read_by_ok(rows: DataFrame, sends: Column, ops: list[int] | None = None) -> DataFrame:
+def read_by_ok(rows: DataFrame, sends: Column, ops: list[int] | None = None, metrics: dict | None = None) -> DataFrame:
     """The send rows of `rows` that `sends` picks (and, given `ops`, of
     those ops) that an `ok` poll of `rows` read, as (op, key, value), each
     send row once. `rows` must be the loaded table or a filter of it (each
-    key's rows in one partition); `sends` must pick send rows only."""
+    key's rows in one partition); `sends` must pick send rows only. With
+    the load's `metrics`, the sort is on one packed number when it can be."""
     send = F.coalesce(sends, F.lit(False))
     ok_poll = (F.col("kind") == POLL_ROW) & (F.col("tcode") == OK_CODE) & F.col("value").isNotNull()
     picked = rows.where(send | ok_poll).select(send.alias("send"), *FIELDS)
     wanted = None if ops is None else np.unique(np.asarray(ops, dtype=np.int64))
-    return picked.sortWithinPartitions("key", "value").mapInArrow(_reader(wanted), READ_SENDS_SCHEMA)
+    order = packed_order(metrics or {}, ("key", "value"))
+    return picked.sortWithinPartitions(*order).mapInArrow(_reader(wanted), READ_SENDS_SCHEMA)
 
 
 def _reader(ops: np.ndarray | None):

@@ -2,15 +2,24 @@
 quantiles per op and outcome, throughput over time and consumers' lag.
 
 Counts and the run's span come from the load's own metrics; latency and
-throughput are one grouping-sets aggregation over the op rows, read from
-the partitions that hold them (the load's metrics name them); lag comes
-from the per-key pass. Only aggregates (a few hundred rows per series)
-reach the driver. Quantiles are approximate (percentile_approx), accurate
-to ~0.1% of rank.
+throughput come from the op rows, read from the partitions that hold them
+(the load's metrics name them); lag comes from the per-key pass. Only
+aggregates (a few hundred rows per series) reach the driver.
+
+Quantiles come from a log-linear histogram of the latencies (SUB_BITS bins
+per doubling), counted by hash per time bucket, (f, type) and bin, with
+each bin's smallest and largest latency. A quantile is the latency of rank
+ceil(q * n): its bin's smallest or largest when it is that bin's first or
+last, else the bin's largest, at most 1/128 above the exact value. Every
+figure is a latency the run measured, and a sum, a minimum or a maximum
+does not depend on how the rows are split among tasks. `percentile_approx`
+did the same with Spark's quantile sketches: at 10M events their merge was
+a stage of its own, about half of the stats job's time (docs/CHECKERS.md).
 """
 
 from __future__ import annotations
 
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers import passes
@@ -19,19 +28,13 @@ from checkers.history_format import NEMESIS
 from checkers.keypass import LAG
 from checkers.load import Tables
 from checkers.routes import rows_in_partitions
-from checkers.spark import session_conf
 from checkers.table_format import OP_ROW
 
-ACCURACY = 1000
-QUANTILES = [0.5, 0.9, 0.99]
-# Spark aggregates percentile_approx by hash only up to 128 groups per task,
-# then sorts every remaining row by its group. The time series has up to
-# MAX_BUCKETS buckets per (f, type), so every large history sorted: the
-# stats job of a 10M check took 5.6 s that way and 4.5 s by hash, warm
-# (1M: 0.91 against 0.77 s), with the same results. A group's buffer holds
-# at most its own rows' latencies until it compresses them, so the hash
-# map holds at most the task's rows.
-HASH_GROUPS_CONF = ("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "1000000")
+QUANTILES = (0.5, 0.9, 0.99)
+# Bins per doubling of the latency, as a power of two: 2**7 = 128, so a
+# bin spans at most 1/128 of its smallest latency. Below 2**(SUB_BITS + 1)
+# ns each latency is a bin of its own.
+SUB_BITS = 7
 
 
 def _ms(value) -> float | None:
@@ -57,19 +60,7 @@ def compute_stats(t: Tables) -> dict:
     ops = ops.where((F.col("kind") == OP_ROW) & (F.col("process") != NEMESIS))
     latency = (F.col("complete_time") - F.col("invoke_time")).alias("latency")
     bucket = F.floor(F.col("complete_time") / F.lit(bucket_ns)).cast("long").alias("bucket")
-    with session_conf(t.spark, *HASH_GROUPS_CONF):
-        grouped = (
-            ops.select("f", "type", latency, bucket)
-            .groupingSets([["f", "type"], ["bucket", "f", "type"]], "bucket", "f", "type")
-            .agg(
-                F.count(F.lit(1)).alias("all"),
-                F.count("latency").alias("count"),
-                F.percentile_approx("latency", QUANTILES, ACCURACY).alias("q"),
-                F.max("latency").alias("max"),
-                F.grouping("bucket").alias("overall"),
-            )
-            .collect()
-        )
+    grouped = _quantiles(ops.select("f", "type", latency, bucket)).collect()
     by_f: dict[str, dict[str, int]] = {}
     latency_rows, series = [], []
     for r in grouped:
@@ -114,3 +105,56 @@ def compute_stats(t: Tables) -> dict:
         "rows": [{"t": round(b * lag_s, 6), "key": int(k), "lag_ms": _ms(v)} for b, k, v in lag],
     }
     return stats
+
+
+def latency_bin(latency: str = "latency") -> Column:
+    """The histogram bin of a latency in ns (SUB_BITS): the latency itself
+    below 2**(SUB_BITS + 1), else its top SUB_BITS + 1 bits and their
+    place. Bins grow with the latency, so the order of bins is that of the
+    latencies in them. (log2 of a double may land just under a power of two:
+    the shift is put right by what it leaves.)"""
+    guess = f"cast(floor(log2({latency})) as int)"
+    high = (
+        f"(case when shiftright({latency}, {guess}) >= 2 then {guess} + 1"
+        f" when shiftright({latency}, {guess}) < 1 then {guess} - 1 else {guess} end)"
+    )
+    shift = f"({high} - {SUB_BITS})"
+    return F.expr(
+        f"case when {latency} < {1 << (SUB_BITS + 1)} then {latency}"
+        f" else shiftleft(cast({shift} as bigint), {SUB_BITS}) + shiftright({latency}, {shift}) end"
+    )
+
+
+def _quantiles(ops: DataFrame) -> DataFrame:
+    """Per (f, type) overall and per (bucket, f, type): `all` ops, `count`
+    with a latency, its QUANTILES as `q` and its `max`; `overall` tells the
+    two apart (a bucket is null for an op cut short)."""
+    # One aggregation gives both: a second one over `bins` read the op rows again.
+    both = (
+        ops.select("*", latency_bin().alias("bin"))
+        .groupingSets([["bucket", "f", "type", "bin"], ["f", "type", "bin"]], "bucket", "f", "type", "bin")
+        .agg(
+            F.grouping("bucket").alias("overall"),
+            F.count(F.lit(1)).alias("all"),
+            F.count("latency").alias("n"),
+            F.min("latency").alias("low"),
+            F.max("latency").alias("high"),
+        )
+    )
+    group = ("overall", "bucket", "f", "type")
+    before = F.sum("n").over(
+        Window.partitionBy(*group).orderBy("bin").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ) - F.col("n")
+    ranked = both.select("*", before.alias("before"), F.sum("n").over(Window.partitionBy(*group)).alias("count"))
+    quantiles = []
+    for q in QUANTILES:
+        rank = F.greatest(F.lit(1), F.ceil(F.col("count") * q))
+        inside = (F.col("before") < rank) & (rank <= F.col("before") + F.col("n"))
+        value = F.when(F.col("before") + 1 == rank, F.col("low")).otherwise(F.col("high"))
+        quantiles.append(F.max(F.when(inside, value)))
+    return ranked.groupBy(*group).agg(
+        F.sum("all").alias("all"),
+        F.max("count").alias("count"),
+        F.array(*quantiles).alias("q"),
+        F.max("high").alias("max"),
+    )

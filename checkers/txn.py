@@ -63,7 +63,7 @@ def _read_values(t: Tables, ops: list[int]) -> dict:
     """op -> values of its sends that an `ok` op read (`ops`: sorted, not empty)."""
     sends = (F.col("kind") == SEND_ROW) & F.col("op").between(ops[0], ops[-1])
     found: dict = {}
-    for row in read_by_ok(t.rows, sends, ops).collect():
+    for row in read_by_ok(t.rows, sends, ops, t.metrics).collect():
         found.setdefault(row["op"], set()).add(row["value"])
     return found
 

@@ -19,7 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from history_shapes import generate  # noqa: E402
 
 from checkers import passes  # noqa: E402
+from checkers.arrays import NULL  # noqa: E402
 from checkers.keypass import ANOMALY, EOS_OUT, INPUT_COLUMNS  # noqa: E402
+from checkers.packed_order import packed_order  # noqa: E402
 
 
 def _columns(keys: list[int]) -> dict[str, np.ndarray]:
@@ -242,3 +244,46 @@ def test_the_cycle_pass_key_by_key_finds_the_same_rows_as_a_task_at_once(spark, 
         assert rows(1 << 30) == at_once
     finally:
         t.release()
+
+
+def test_the_packed_order_is_the_four_columns_order_nulls_first(spark):
+    # key, pid, op, mop_index with nulls (the NULL sentinel) and negative
+    # values; ranges measured as the load measures them, over the non-null.
+    rng = np.random.default_rng(11)
+    n = 3000
+    columns = {
+        "key": rng.integers(-3, 5, n),
+        "pid": rng.integers(-40, 300_000, n),
+        "op": rng.integers(0, 10_000_000, n),
+        "mop_index": rng.integers(-1, 120, n),
+    }
+    for values in columns.values():
+        values[rng.random(n) < 0.05] = NULL
+    rows = list(zip(*(values.tolist() for values in columns.values()), range(n)))
+    frame = spark.createDataFrame(rows, "key long, pid long, op long, mop_index long, row long").repartition(3)
+    metrics = {}
+    for name, values in columns.items():
+        known = values[values != NULL]
+        metrics[f"min_{name}"], metrics[f"max_{name}"] = int(known.min()), int(known.max())
+    (packed,) = packed_order(metrics, passes.KEY_ORDER)  # about 3 + 19 + 24 + 7 bits: one number
+    by_packed = frame.sortWithinPartitions(packed).rdd.glom().collect()
+    by_columns = frame.sortWithinPartitions(*passes.KEY_ORDER).rdd.glom().collect()
+    assert [[r["row"] for r in part] for part in by_packed] == [[r["row"] for r in part] for part in by_columns]
+    wide = dict(metrics, min_op=-(2**40), max_op=2**40)  # 3 + 19 + 42 + 7 bits: the four columns
+    assert packed_order(wide, passes.KEY_ORDER) == list(passes.KEY_ORDER)
+    assert packed_order({}, passes.KEY_ORDER) == list(passes.KEY_ORDER)
+
+
+def test_the_packed_order_puts_sql_nulls_first_too(spark):
+    rng = np.random.default_rng(12)
+    rows = [
+        (int(k), None if rng.random() < 0.1 else int(v), i)
+        for i, (k, v) in enumerate(zip(rng.integers(0, 64, 2000), rng.integers(-5, 1_000_000, 2000)))
+    ]
+    frame = spark.createDataFrame(rows, "key long, value long, row long").repartition(2)
+    values = [v for _, v, _ in rows if v is not None]
+    metrics = {"min_key": 0, "max_key": 63, "min_value": min(values), "max_value": max(values)}
+    (packed,) = packed_order(metrics, ("key", "value"))
+    by_packed = frame.sortWithinPartitions(packed, "row").rdd.glom().collect()
+    by_columns = frame.sortWithinPartitions("key", "value", "row").rdd.glom().collect()
+    assert [[r["row"] for r in part] for part in by_packed] == [[r["row"] for r in part] for part in by_columns]

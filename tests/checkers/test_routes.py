@@ -9,7 +9,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from checkers.load import free_rows, stored_rows
-from checkers.routes import partitions_of, route_partitions, rows_in_partitions, rows_of_routes
+from checkers.routes import partitions_of, route_partitions, rows_in_partitions, rows_of_routes, spark_hash
 
 
 @pytest.fixture
@@ -25,7 +25,17 @@ def test_the_partitions_named_are_where_spark_put_the_routes(spark, by_route):
     placed = {r["route"]: r["p"] for r in by_route.select("route", F.spark_partition_id().alias("p")).collect()}
     assert route_partitions(by_route) == 7
     for route, partition in placed.items():
-        assert partitions_of(spark, [route], 7) == [partition]
+        assert partitions_of([route], 7) == [partition]
+
+
+def test_the_hash_is_sparks_own_for_any_bigint(spark):
+    rng = random.Random(5)
+    values = [0, 1, -1, -2, 2**31, -(2**31), 2**32, 2**63 - 1, -(2**63), -(1 << 62)]
+    values += [rng.randrange(-(2**63), 2**63) for _ in range(500)]
+    values += [rng.randrange(-(2**20), 2**20) for _ in range(500)]
+    frame = spark.createDataFrame([(v,) for v in values], "route long")
+    for row in frame.select("route", F.expr("hash(route)").alias("h")).collect():
+        assert spark_hash(row["route"]) == row["h"], row["route"]
 
 
 def test_rows_of_routes_reads_only_their_partitions(spark, by_route):
@@ -34,7 +44,7 @@ def test_rows_of_routes_reads_only_their_partitions(spark, by_route):
         got = rows_of_routes(by_route, routes)
         expected = sorted(r["id"] for r in by_route.where(F.col("route").isin(routes)).collect()) if routes else []
         assert sorted(r["id"] for r in got.collect()) == expected
-        holding = partitions_of(spark, routes, 7)
+        holding = partitions_of(routes, 7)
         assert got.rdd.getNumPartitions() == len(holding) < 7
 
 
